@@ -1,0 +1,63 @@
+"""jupyter_torchprof: profile PyTorch from a notebook cell.
+
+``%load_ext jupyter_torchprof`` registers the ``%%torchprof`` magic;
+``jupyter_torchprof.load(path)`` opens any saved Kineto trace.
+
+Importing this package is cheap: torch, pandas' heavy parts, bokeh and IPython
+are imported only when a function that needs them runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .profile import Profile
+    from .ranks import RankSet
+
+__all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension", "Profile"]
+
+
+def load(path: str, name: str | None = None) -> "Profile | RankSet":
+    """Open a saved Kineto trace (``.json``/``.json.gz``) or a folder of them.
+
+    A file gives a `Profile`. A folder (one trace per rank, or the layout
+    ``tensorboard_trace_handler`` writes) gives a `RankSet` when it holds
+    several traces, or the `Profile` of its only trace.
+    """
+    from .trace.loader import load as _load
+
+    return _load(path, name=name)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the ``%torchprof`` / ``%%torchprof`` magics (``%load_ext``)."""
+    from .magics import TorchProf
+
+    ipython.register_magics(TorchProf)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Nothing to undo beyond what IPython does itself."""
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "jupyter-torchprof"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "jupyter_torchprof.server"}]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Profile":
+        from .profile import Profile
+
+        return Profile
+    if name == "RankSet":
+        from .ranks import RankSet
+
+        return RankSet
+    raise AttributeError(f"module 'jupyter_torchprof' has no attribute {name!r}")

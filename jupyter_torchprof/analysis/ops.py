@@ -1,0 +1,185 @@
+"""The op table: one row per host op (and per input shape when asked).
+
+Numbers follow torch's ``key_averages()`` definitions so that the two agree:
+
+* ``cpu_total_us``: sum of the op's durations;
+* ``self_cpu_us``: that minus the durations of its direct children on the
+  host call tree (ops, annotations, runtime calls, Python frames);
+* ``self_device_us``: device time of the kernels, copies and memsets whose
+  launch the op encloses most closely;
+* ``device_total_us``: the same for the op and everything below it.
+
+``ProfilerStep#k`` ranges are merged into one ``ProfilerStep*`` row, as torch
+does.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..trace import categories as K
+from .flops import estimate_flops
+from .tree import children_sums, subtree_sums
+
+STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
+STEP_ROW = "ProfilerStep*"
+
+#: Group-by choices of `op_table`.
+GROUPINGS = ("name", "shape", "stack", "module")
+
+
+def _merge_step_names(names: pd.Series) -> np.ndarray:
+    """Names as an object array with every ``ProfilerStep#k`` renamed ``ProfilerStep*``.
+
+    The renaming works on the distinct names (categories), not on each row.
+    """
+    cats = names.cat.categories.to_numpy(object)
+    renamed = np.array([STEP_ROW if STEP_PATTERN.match(c) else c for c in cats] + [None], dtype=object)
+    return renamed[names.cat.codes.to_numpy()]
+
+
+def event_costs(
+    events: pd.DataFrame,
+    parent: np.ndarray,
+    depth: np.ndarray,
+    op_of_device: np.ndarray,
+    memory: pd.DataFrame | None = None,
+    memory_owner: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """Per-event self and total costs (CPU time, device time, memory).
+
+    Parameters
+    ----------
+    events
+        Events frame.
+    parent, depth
+        Host call tree (`tree.host_tree`).
+    op_of_device
+        For each event, the op that launched it (`links.link_device_events`).
+    memory, memory_owner
+        ``[memory]`` events and, for each, the op enclosing it.
+    """
+    n = len(events)
+    dur = events["dur"].to_numpy()
+    kind = events["kind"].to_numpy()
+    is_host = depth >= 0
+    self_cpu = np.where(is_host, dur - children_sums(parent, np.where(is_host, dur, 0.0)), 0.0)
+
+    is_dev = np.isin(kind, K.DEVICE_ACTIVITY) & (op_of_device >= 0)
+    self_device = np.bincount(op_of_device[is_dev], weights=dur[is_dev], minlength=n)[:n].astype(float)
+    device_total = subtree_sums(parent, depth, self_device)
+
+    out = {
+        "self_cpu_us": self_cpu,
+        "self_device_us": self_device,
+        "device_total_us": device_total,
+    }
+    if memory is not None and memory_owner is not None and len(memory):
+        owned = memory_owner >= 0
+        on_cpu = memory["device_type"].to_numpy() == 0
+        nbytes = memory["bytes"].to_numpy()
+        for label, sel in (("cpu_mem", owned & on_cpu), ("device_mem", owned & ~on_cpu)):
+            own = np.bincount(memory_owner[sel], weights=nbytes[sel], minlength=n)[:n].astype(float)
+            out[f"self_{label}_bytes"] = own
+            out[f"{label}_bytes"] = subtree_sums(parent, depth, own)
+    return pd.DataFrame(out, index=events.index)
+
+
+def op_table(
+    events: pd.DataFrame,
+    costs: pd.DataFrame,
+    group_by: str = "name",
+    flops: bool = False,
+    include_python: bool = False,
+) -> pd.DataFrame:
+    """Aggregate host events into the op table.
+
+    Parameters
+    ----------
+    events, costs
+        Events frame and its `event_costs`.
+    group_by
+        ``"name"``; ``"shape"`` (name + input shapes, needs ``record_shapes``);
+        ``"stack"`` (name + Python call stack, needs ``with_stack``);
+        ``"module"`` (name + module hierarchy, needs ``--modules``).
+    flops
+        Add an estimated ``flops`` column (needs input shapes).
+    include_python
+        Also list Python frames (``with_stack``); off by default because
+        they drown the ops.
+
+    Returns
+    -------
+    DataFrame sorted by self device time (or self CPU time when nothing ran
+    on a device), columns ``name, kind, calls, self_cpu_us, cpu_total_us,
+    self_device_us, device_total_us, self_cpu_pct, self_device_pct,
+    cpu_mean_us, device_mean_us`` plus grouping, ``flops`` and memory columns.
+    """
+    if group_by not in GROUPINGS:
+        raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
+    kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
+    mask = np.isin(events["kind"].to_numpy(), kinds)
+    ev = events.loc[mask]
+    co = costs.loc[mask]
+
+    frame = pd.DataFrame(
+        {
+            "name": _merge_step_names(ev["name"]),
+            "kind": ev["kind"].cat.categories.to_numpy(object)[ev["kind"].cat.codes.to_numpy()],
+            "dur": ev["dur"].to_numpy(),
+        }
+    )
+    for col in co.columns:
+        frame[col] = co[col].to_numpy()
+    keys = ["name"]
+    extra = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(group_by)
+    if extra is not None:
+        label = {"input_dims": "input_shapes"}.get(extra, extra)
+        frame[label] = ev[extra].astype(object).fillna("").to_numpy()
+        keys.append(label)
+    if flops:
+        frame["flops"] = estimate_flops(ev)
+
+    agg = {
+        "kind": ("kind", "first"),
+        "calls": ("dur", "size"),
+        "self_cpu_us": ("self_cpu_us", "sum"),
+        "cpu_total_us": ("dur", "sum"),
+        "self_device_us": ("self_device_us", "sum"),
+        "device_total_us": ("device_total_us", "sum"),
+    }
+    for col in co.columns:
+        if col.endswith("_bytes"):
+            agg[col] = (col, "sum")
+    if flops:
+        agg["flops"] = ("flops", "sum")
+    table = frame.groupby(keys, sort=False, observed=True, dropna=False).agg(**agg).reset_index()
+
+    self_cpu_sum = table["self_cpu_us"].sum()
+    self_dev_sum = table["self_device_us"].sum()
+    table["self_cpu_pct"] = 100 * table["self_cpu_us"] / self_cpu_sum if self_cpu_sum > 0 else 0.0
+    table["self_device_pct"] = 100 * table["self_device_us"] / self_dev_sum if self_dev_sum > 0 else 0.0
+    table["cpu_mean_us"] = table["cpu_total_us"] / table["calls"]
+    table["device_mean_us"] = table["device_total_us"] / table["calls"]
+
+    stats = [
+        "kind",
+        "calls",
+        "self_cpu_us",
+        "cpu_total_us",
+        "self_device_us",
+        "device_total_us",
+        "self_cpu_pct",
+        "self_device_pct",
+        "cpu_mean_us",
+        "device_mean_us",
+    ]
+    grouping = keys[1:]
+    rest = [c for c in table.columns if c not in ["name", *stats, *grouping]]
+    table = table[["name", *stats, *grouping, *rest]]
+    sort_key = "self_device_us" if self_dev_sum > 0 else "self_cpu_us"
+    table = table.sort_values([sort_key, "cpu_total_us"], ascending=False, kind="stable")
+    return table.reset_index(drop=True)

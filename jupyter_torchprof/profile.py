@@ -1,0 +1,338 @@
+"""`Profile`: the result of a run or of a loaded trace, as pandas DataFrames.
+
+A Profile is built from `TraceData` only, whether the trace was captured a
+second ago or loaded from a colleague's file. Every table is computed on first
+access and cached; analysis functions are pure, so the Profile is just the
+place that wires them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .analysis import kernels as kernels_mod
+from .analysis import links as links_mod
+from .analysis import ops as ops_mod
+from .analysis import steps as steps_mod
+from .analysis import tree as tree_mod
+from .trace import categories as K
+from .trace.parser import TraceData, TraceMeta, parse_trace
+
+
+@dataclass
+class CaptureInfo:
+    """How a live run was captured (absent for loaded traces).
+
+    Attributes
+    ----------
+    device
+        Device spec that was profiled (``cuda:0``, ``cpu`` ...).
+    device_kind
+        Backend kind (``cuda``, ``rocm``, ``xpu``, ``mps``, ``cpu`` ...).
+    warmup, steps
+        Unprofiled and profiled repetitions of the cell.
+    options
+        The profiler switches (record_shapes, memory, stack, flops, modules).
+    cell
+        Source of the profiled cell.
+    started, wall_s
+        Wall-clock start (epoch seconds) and duration of the whole run.
+    parse_s
+        Seconds spent turning the trace into tables.
+    """
+
+    device: str = "cpu"
+    device_kind: str = "cpu"
+    warmup: int = 0
+    steps: int = 0
+    options: dict[str, bool] = field(default_factory=dict)
+    cell: str = ""
+    started: float = 0.0
+    wall_s: float = 0.0
+    parse_s: float = 0.0
+    compile_s: float | None = None
+
+
+class Profile:
+    """One profiled run: its events and every table derived from them.
+
+    Parameters
+    ----------
+    data
+        The parsed trace.
+    name
+        Label shown in views and the run list.
+    capture
+        How the run was captured, when it was live.
+    notes
+        Things the user must know about this profile (e.g. "MPS kernels
+        cannot be traced; CPU side only").
+    partial
+        True when the run was interrupted (exception, Ctrl-C) and the
+        profile holds only the steps that completed.
+    error
+        One-line description of what interrupted the run.
+    run_dir
+        Folder of the run store holding this run, if any.
+    """
+
+    def __init__(
+        self,
+        data: TraceData,
+        name: str | None = None,
+        capture: CaptureInfo | None = None,
+        notes: list[str] | None = None,
+        partial: bool = False,
+        error: str | None = None,
+        run_dir: str | Path | None = None,
+    ) -> None:
+        self._data = data
+        self.meta: TraceMeta = data.meta
+        self.name = name or (Path(data.meta.path).name if data.meta.path else "profile")
+        self.capture = capture
+        self.notes: list[str] = list(notes or []) + list(data.meta.warnings)
+        self.partial = partial
+        self.error = error
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.row_limit = 20
+        self.sort: str | None = None
+
+    # ------------------------------------------------------------------ #
+    # construction
+
+    @classmethod
+    def from_file(cls, path: str | Path, name: str | None = None) -> Profile:
+        """Load a Kineto trace file (``.json`` or ``.json.gz``)."""
+        return cls(parse_trace(path), name=name)
+
+    @property
+    def trace_path(self) -> Path | None:
+        """The trace file this profile was built from."""
+        return Path(self.meta.path) if self.meta.path else None
+
+    # ------------------------------------------------------------------ #
+    # derived structure (cached)
+
+    @cached_property
+    def _tree(self) -> pd.DataFrame:
+        return tree_mod.host_tree(self._data.events, self.meta.time_precision_us)
+
+    @cached_property
+    def _links(self) -> pd.DataFrame:
+        tree = self._tree
+        return links_mod.link_device_events(
+            self._data.events, tree["parent"].to_numpy(), tree["depth"].to_numpy(), self._data.flows
+        )
+
+    @cached_property
+    def _memory_owner(self) -> np.ndarray:
+        mem = self._data.memory
+        return links_mod.attribute_points(
+            self._data.events,
+            mem["pid"].to_numpy(),
+            mem["tid"].to_numpy(),
+            mem["ts"].to_numpy(),
+            self.meta.time_precision_us,
+        )
+
+    @cached_property
+    def _costs(self) -> pd.DataFrame:
+        tree = self._tree
+        return ops_mod.event_costs(
+            self._data.events,
+            tree["parent"].to_numpy(),
+            tree["depth"].to_numpy(),
+            self._links["op"].to_numpy(),
+            self._data.memory,
+            self._memory_owner if len(self._data.memory) else None,
+        )
+
+    # ------------------------------------------------------------------ #
+    # public tables
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """Every complete event, with its place in the call tree and its links.
+
+        The parsed columns (see `TraceData`) plus ``parent`` and ``depth``
+        (host call tree), ``device_depth`` (nesting on a device stream),
+        ``launch`` and ``op`` (for device work: row of the launch and of the
+        launching op), ``launch_delay_us`` and the per-event costs
+        ``self_cpu_us``, ``self_device_us``, ``device_total_us``.
+        """
+        ev = self._data.events.copy(deep=False)
+        for frame in (self._tree, self._links, self._costs):
+            for col in frame.columns:
+                ev[col] = frame[col].to_numpy()
+        ev["device_depth"] = tree_mod.device_depth(self._data.events, self.meta.time_precision_us)
+        return ev
+
+    @property
+    def memory_events(self) -> pd.DataFrame:
+        """``[memory]`` events (allocations and frees) with the op that made them."""
+        mem = self._data.memory.copy()
+        mem["op"] = self._memory_owner if len(mem) else np.array([], dtype=np.int64)
+        return mem
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        """Launch flow events as parsed."""
+        return self._data.flows
+
+    def op_table(self, group_by: str = "name", flops: bool | None = None, include_python: bool = False) -> pd.DataFrame:
+        """The op table, grouped by ``name``, ``shape``, ``stack`` or ``module``.
+
+        See `analysis.ops.op_table` for the columns. ``flops`` defaults to on
+        when the capture asked for FLOPs and shapes were recorded.
+        """
+        if flops is None:
+            flops = self._wants_flops
+        key = (group_by, flops, include_python)
+        cache = self.__dict__.setdefault("_op_tables", {})
+        if key not in cache:
+            cache[key] = ops_mod.op_table(
+                self._data.events, self._costs, group_by=group_by, flops=flops, include_python=include_python
+            )
+        return cache[key]
+
+    @property
+    def _wants_flops(self) -> bool:
+        asked = self.meta.options.get("with_flops") or (
+            self.capture is not None and self.capture.options.get("flops")
+        )
+        return bool(asked) and self._data.events["input_dims"].notna().any()
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        """One row per op name: calls, self/total CPU and device time, shares."""
+        return self.op_table("name")
+
+    @cached_property
+    def kernels(self) -> pd.DataFrame:
+        """One row per device kernel/copy/memset name (see `analysis.kernels.kernel_table`)."""
+        return kernels_mod.kernel_table(self._data.events, self._links)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per ``ProfilerStep#k``: wall, CPU busy, device busy."""
+        return steps_mod.step_table(self._data.events)
+
+    @cached_property
+    def streams(self) -> pd.DataFrame:
+        """Busy, idle and utilisation per device stream and per device, over the steps."""
+        return kernels_mod.stream_table(self._data.events, steps_mod.step_window(self.steps))
+
+    @cached_property
+    def memcpy(self) -> pd.DataFrame:
+        """Copies and memsets with bytes and bandwidth."""
+        return kernels_mod.memcpy_table(self._data.events)
+
+    @property
+    def gpu_annotations(self) -> pd.DataFrame:
+        """``record_function`` ranges as mirrored on device streams."""
+        ev = self._data.events
+        sel = ev.loc[ev["kind"].to_numpy() == K.GPU_ANNOTATION, ["name", "device", "stream", "ts", "dur"]]
+        return sel.reset_index(drop=True)
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """Headline numbers: device, steps, wall/CPU/device time per step."""
+        out = steps_mod.summarize(self.meta, self._data.events, self.steps)
+        out["name"] = self.name
+        if self.capture is not None:
+            out["device_spec"] = self.capture.device
+            out["device_kind"] = self.capture.device_kind
+            out["warmup"] = self.capture.warmup
+            if self.capture.compile_s is not None:
+                out["compile_s"] = self.capture.compile_s
+        out["partial"] = self.partial
+        if self.error:
+            out["error"] = self.error
+        out["notes"] = list(self.notes)
+        return out
+
+    # ------------------------------------------------------------------ #
+    # rendering
+
+    def _sorted_ops(self, sort: str | None = None) -> pd.DataFrame:
+        table = self.ops
+        key = sort or self.sort
+        if key:
+            col = _sort_column(key, table)
+            table = table.sort_values(col, ascending=False, kind="stable")
+        return table
+
+    def table(self, sort: str | None = None, row_limit: int | None = None, kernels: bool = True) -> str:
+        """The op table (and kernel table) as text, like ``key_averages().table()``.
+
+        Parameters
+        ----------
+        sort
+            Column to sort by (``self_cpu``, ``cpu_total``, ``self_device``,
+            ``device_total``, ``calls`` or a full column name).
+        row_limit
+            Rows to show (0 or None for the profile's default, -1 for all).
+        kernels
+            Append the kernel table when the device was traced.
+        """
+        from .views.text import kernel_table_text, op_table_text, summary_line
+
+        limit = self.row_limit if row_limit is None or row_limit == 0 else row_limit
+        device = bool(self.summary["device_traced"])
+        parts = [summary_line(self.summary)]
+        if self.error:
+            parts.append(f"! {self.error}")
+        parts += [f"note: {n}" for n in self.notes]
+        parts.append(op_table_text(self._sorted_ops(sort), device, None if limit < 0 else limit))
+        if kernels and device and not self.kernels.empty:
+            parts.append(kernel_table_text(self.kernels, None if limit < 0 else min(limit, 10)))
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"<Profile {self.name!r}: {s['device']}, {s['steps']} steps, {s['events']} events>"
+
+    def _repr_html_static(self) -> str:
+        from .views.html import profile_html
+
+        return profile_html(
+            self.summary, self._sorted_ops(), self.kernels, self.notes, self.error, self.row_limit
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": self.table(), "text/html": self._repr_html_static()}
+
+
+_SORT_ALIASES = {
+    "self_cpu": "self_cpu_us",
+    "cpu_total": "cpu_total_us",
+    "cpu": "cpu_total_us",
+    "self_device": "self_device_us",
+    "device_total": "device_total_us",
+    "device": "device_total_us",
+    "self_cuda": "self_device_us",
+    "cuda_total": "device_total_us",
+    "calls": "calls",
+    "count": "calls",
+    "flops": "flops",
+    "self_cpu_memory": "self_cpu_mem_bytes",
+    "self_device_memory": "self_device_mem_bytes",
+}
+
+
+def _sort_column(key: str, table: pd.DataFrame) -> str:
+    k = key.strip().lower().replace("-", "_").replace(" ", "_")
+    for suffix in ("_time_total",):
+        if k.endswith(suffix):
+            k = k[: -len(suffix)]
+    col = _SORT_ALIASES.get(k, k)
+    if col not in table.columns:
+        choices = ", ".join(sorted(set(_SORT_ALIASES)))
+        raise ValueError(f"cannot sort by {key!r}; choose one of: {choices}")
+    return col

@@ -1,0 +1,61 @@
+"""Number formatting shared by the text, HTML and interactive views."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_time(us: float | None) -> str:
+    """A duration in µs as a short human string: ``812 ns``, ``12.3 µs``, ``4.56 ms``."""
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "–"
+    a = abs(us)
+    if a == 0:
+        return "0"
+    if a < 1:
+        return f"{us * 1e3:.0f} ns"
+    if a < 1e3:
+        return f"{us:.3g} µs" if a < 100 else f"{us:.0f} µs"
+    if a < 1e6:
+        return f"{us / 1e3:.3g} ms" if a < 1e5 else f"{us / 1e3:.0f} ms"
+    return f"{us / 1e6:.3g} s"
+
+
+def fmt_pct(p: float | None) -> str:
+    """A percentage with one decimal (``–`` when unknown)."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    return f"{p:.1f}%"
+
+
+def fmt_bytes(b: float | None) -> str:
+    """A byte count with a binary unit (``–`` when unknown)."""
+    if b is None or (isinstance(b, float) and math.isnan(b)):
+        return "–"
+    a = abs(b)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if a >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def fmt_count(n: float | None) -> str:
+    """An integer count with thousands separators."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "–"
+    return f"{int(n):,}"
+
+
+def fmt_flops(f: float | None) -> str:
+    """A FLOP count with an SI prefix."""
+    if f is None or (isinstance(f, float) and math.isnan(f)) or f == 0:
+        return "–"
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if f >= scale:
+            return f"{f / scale:.3g} {unit}"
+    return f"{f:.0f} FLOP"
+
+
+def ellipsize(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` characters, marking the cut with ``…``."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

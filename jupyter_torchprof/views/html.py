@@ -1,0 +1,101 @@
+"""Static HTML: what nbconvert, notebook viewers and widget-less frontends show.
+
+Every name that came out of a trace is user-controlled (``record_function``
+labels, kernel names) and goes through `html.escape`; nothing here builds
+markup from data any other way.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .format import ellipsize, fmt_count, fmt_time
+from .text import op_columns, summary_line
+
+_STYLE = """
+<style>
+.jp-TorchProf-static { font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; }
+.jp-TorchProf-static .jp-TorchProf-summary { font-weight: 600; margin: 4px 0; }
+.jp-TorchProf-static .jp-TorchProf-note { color: var(--jp-warn-color0, #a15c00); margin: 2px 0; }
+.jp-TorchProf-static .jp-TorchProf-error { color: var(--jp-error-color0, #b00020); margin: 2px 0; }
+.jp-TorchProf-static table { border-collapse: collapse; margin: 4px 0; }
+.jp-TorchProf-static th, .jp-TorchProf-static td { padding: 2px 8px; text-align: right;
+  border-bottom: 1px solid var(--jp-border-color2, #e0e0e0); white-space: nowrap; }
+.jp-TorchProf-static th:first-child, .jp-TorchProf-static td:first-child { text-align: left;
+  max-width: 48em; overflow: hidden; text-overflow: ellipsis; }
+.jp-TorchProf-static caption { text-align: left; font-weight: 600; padding: 4px 0; }
+</style>
+"""
+
+
+def esc(value: Any) -> str:
+    """Escape any value for HTML text and attribute context."""
+    return html.escape(str(value), quote=True)
+
+
+def table_html(
+    rows: Iterable[list[str]], headers: list[str], caption: str | None = None, titles: list[str] | None = None
+) -> str:
+    """An HTML table from already formatted cells (escaped here)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        title = f' title="{esc(titles[i])}"' if titles else ""
+        cells = [f"<td{title}>{esc(row[0])}</td>"] + [f"<td>{esc(c)}</td>" for c in row[1:]]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20) -> str:
+    """Top rows of the op table as static HTML."""
+    cols = op_columns(table, device)
+    shown = table.head(row_limit) if row_limit and row_limit > 0 else table
+    rows, titles = [], []
+    for rec in shown.itertuples(index=False):
+        d = rec._asdict()
+        name = str(d["name"])
+        if "input_shapes" in d and d["input_shapes"]:
+            name = f"{name} {d['input_shapes']}"
+        rows.append([ellipsize(name, 100)] + [fmt(d[c]) for c, _, fmt in cols])
+        titles.append(name)
+    caption = f"Ops (top {len(shown)} of {len(table)})" if len(shown) < len(table) else "Ops"
+    return table_html(rows, ["Name"] + [h for _, h, _ in cols], caption, titles)
+
+
+def kernels_html(table: pd.DataFrame, row_limit: int = 10) -> str:
+    """Top rows of the kernel table as static HTML."""
+    shown = table.head(row_limit) if row_limit and row_limit > 0 else table
+    rows = [
+        [str(r.short_name), fmt_count(r.calls), fmt_time(r.total_us), fmt_time(r.mean_us), f"{r.pct:.1f}%"]
+        for r in shown.itertuples(index=False)
+    ]
+    titles = [str(n) for n in shown["name"]]
+    caption = f"Kernels (top {len(shown)} of {len(table)})" if len(shown) < len(table) else "Kernels"
+    return table_html(rows, ["Kernel", "Calls", "Total", "Mean", "%"], caption, titles)
+
+
+def profile_html(
+    summary: dict[str, Any],
+    ops: pd.DataFrame,
+    kernels: pd.DataFrame,
+    notes: list[str],
+    error: str | None = None,
+    row_limit: int = 20,
+) -> str:
+    """The whole static view: summary, notes, top ops, top kernels."""
+    parts = [_STYLE, '<div class="jp-TorchProf-static">']
+    parts.append(f'<div class="jp-TorchProf-summary">{esc(summary_line(summary))}</div>')
+    if error:
+        parts.append(f'<div class="jp-TorchProf-error">{esc(error)}</div>')
+    for note in notes:
+        parts.append(f'<div class="jp-TorchProf-note">{esc(note)}</div>')
+    device = bool(summary.get("device_traced"))
+    parts.append(ops_html(ops, device, row_limit))
+    if device and not kernels.empty:
+        parts.append(kernels_html(kernels, min(row_limit, 10)))
+    parts.append("</div>")
+    return "".join(parts)

@@ -1,0 +1,131 @@
+"""A progress line for long warm-ups and compiles.
+
+In a notebook it is one output updated in place (a display handle with an HTML
+``<progress>`` bar and a plain-text fallback), so no widget manager is needed.
+In a terminal it is a single line on stderr rewritten with ``\\r``. When the
+run ends the line is replaced by a short account of where the time went.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+import threading
+import time
+from typing import Any
+
+_PHASE_LABEL = {
+    "warm-up": "warming up",
+    "compiling": "compiling",
+    "profiling": "profiling step",
+    "exporting": "exporting trace",
+    "parsing": "reading trace",
+}
+
+
+class Progress:
+    """Progress of one ``%%torchprof`` run.
+
+    Parameters
+    ----------
+    enabled
+        False for ``--quiet``: nothing is shown.
+    notebook
+        True in a Jupyter kernel (updates one output in place), False in a
+        terminal (rewrites a line on stderr).
+    delay_s
+        Nothing is shown until the run has taken this long, so quick cells
+        do not flicker.
+    """
+
+    def __init__(self, enabled: bool = True, notebook: bool = True, delay_s: float = 0.4) -> None:
+        self.enabled = enabled
+        self.notebook = notebook
+        self.delay_s = delay_s
+        self._start = time.perf_counter()
+        self._handle: Any = None
+        self._last_text = ""
+        self._terminal_dirty = False
+        self._pending: tuple[str, int, int] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if enabled:
+            # A single warm-up run (a cold torch.compile) can take a minute
+            # without reaching the next update() call: a ticker keeps the
+            # elapsed time moving and shows the line once the delay passed.
+            self._ticker = threading.Thread(target=self._tick, name="torchprof-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            pending = self._pending
+            if pending is not None and time.perf_counter() - self._start >= self.delay_s:
+                self._show(*pending)
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        """Report that ``done`` of ``total`` units of ``phase`` are finished."""
+        if not self.enabled:
+            return
+        self._pending = (phase, done, total)
+        if time.perf_counter() - self._start < self.delay_s:
+            return
+        self._show(phase, done, total)
+
+    def _text(self, phase: str, done: int, total: int) -> str:
+        label = _PHASE_LABEL.get(phase, phase)
+        elapsed = time.perf_counter() - self._start
+        count = f" {done + 1}/{total}" if total > 1 else ""
+        return f"torchprof: {label}{count} … ({elapsed:.1f} s)"
+
+    def _show(self, phase: str, done: int, total: int) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._render(phase, done, total)
+
+    def _render(self, phase: str, done: int, total: int) -> None:
+        text = self._text(phase, done, total)
+        if text == self._last_text:
+            return
+        self._last_text = text
+        if self.notebook:
+            bundle = {
+                "text/plain": text,
+                "text/html": (
+                    f'<div class="jp-TorchProf-progress">{html.escape(text)} '
+                    f'<progress value="{done}" max="{max(total, 1)}"></progress></div>'
+                ),
+            }
+            from IPython.display import display
+
+            if self._handle is None:
+                self._handle = display(bundle, raw=True, display_id=True)
+            else:
+                self._handle.update(bundle, raw=True)
+        else:
+            sys.stderr.write("\r" + text.ljust(60))
+            sys.stderr.flush()
+            self._terminal_dirty = True
+
+    def finish(self, summary: str | None = None) -> None:
+        """Replace the progress line with ``summary`` (or remove it)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2)
+        if self.notebook:
+            if self._handle is not None:
+                text = summary or ""
+                self._handle.update(
+                    {
+                        "text/plain": text,
+                        "text/html": f'<div class="jp-TorchProf-progress">{html.escape(text)}</div>',
+                    },
+                    raw=True,
+                )
+        elif self._terminal_dirty:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
