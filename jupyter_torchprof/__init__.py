@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension", "Profile"]
 
 
-def load(path: str, name: str | None = None) -> "Profile | RankSet":
+def load(path: str, name: str | None = None) -> Profile | RankSet:
     """Open a saved Kineto trace (``.json``/``.json.gz``) or a folder of them.
 
     A file gives a `Profile`. A folder (one trace per rank, or the layout

@@ -34,40 +34,68 @@ class TorchProf(Magics):
     e.g. ``%config TorchProf.steps = 5``.
     """
 
-    device = Unicode("auto", help="Device to profile: auto (torch.accelerator), cpu, cuda, cuda:1, xpu, ...").tag(
-        config=True
-    )
+    device = Unicode(
+        "auto", help="Device to profile: auto (torch.accelerator), cpu, cuda, cuda:1, xpu, ..."
+    ).tag(config=True)
     warmup = Integer(1, help="Unprofiled runs of the cell before profiling (warm-up).").tag(config=True)
     steps = Integer(3, help="Profiled runs of the cell, each recorded as ProfilerStep#k.").tag(config=True)
     record_shapes = Bool(False, help="Record input shapes (group the op table by shape).").tag(config=True)
     memory = Bool(False, help="Record allocations (memory columns and memory view).").tag(config=True)
     stack = Bool(False, help="Record Python stacks (with_stack).").tag(config=True)
-    flops = Bool(False, help="Estimate FLOPs of GEMMs and convolutions (implies --record-shapes).").tag(config=True)
-    modules = Bool(False, help="Record one range per nn.Module call, named after the module.").tag(config=True)
-    sort = Unicode("", help="Default sort column of the op table ('' = self device time, else self CPU).").tag(
+    flops = Bool(False, help="Estimate FLOPs of GEMMs and convolutions (implies --record-shapes).").tag(
         config=True
     )
+    modules = Bool(False, help="Record one range per nn.Module call, named after the module.").tag(
+        config=True
+    )
+    sort = Unicode(
+        "", help="Default sort column of the op table ('' = self device time, else self CPU)."
+    ).tag(config=True)
     row_limit = Integer(20, help="Rows of the op table shown in text and static HTML.").tag(config=True)
-    run_dir = Unicode("", help="Run store folder ('' = $TORCHPROF_RUN_DIR or ./.torchprof/runs).").tag(config=True)
-    max_store_mb = Integer(2048, help="Delete the oldest runs when the store exceeds this size (0 = never).").tag(
+    run_dir = Unicode("", help="Run store folder ('' = $TORCHPROF_RUN_DIR or ./.torchprof/runs).").tag(
         config=True
     )
+    max_store_mb = Integer(
+        2048, help="Delete the oldest runs when the store exceeds this size (0 = never)."
+    ).tag(config=True)
 
     @magic_arguments()
-    @argument("--device", "-d", default=None, help="Device: auto (default), cpu, cuda, cuda:1, xpu, mtia, hpu, ...")
+    @argument(
+        "--device", "-d", default=None, help="Device: auto (default), cpu, cuda, cuda:1, xpu, mtia, hpu, ..."
+    )
     @argument("--warmup", "-w", type=int, default=None, help="Unprofiled runs first (default 1).")
-    @argument("--steps", "-n", type=int, default=None, help="Profiled runs, one ProfilerStep each (default 3).")
-    @argument("--record-shapes", action=argparse.BooleanOptionalAction, default=None, help="Record input shapes.")
-    @argument("--memory", action=argparse.BooleanOptionalAction, default=None, help="Record memory allocations.")
-    @argument("--stack", action=argparse.BooleanOptionalAction, default=None, help="Record Python call stacks.")
-    @argument("--flops", action=argparse.BooleanOptionalAction, default=None, help="Estimate FLOPs (needs shapes).")
-    @argument("--modules", action=argparse.BooleanOptionalAction, default=None, help="One range per nn.Module call.")
-    @argument("--sort", default=None, help="Sort ops by: self_device, device_total, self_cpu, cpu_total, calls, flops.")
+    @argument(
+        "--steps", "-n", type=int, default=None, help="Profiled runs, one ProfilerStep each (default 3)."
+    )
+    @argument(
+        "--record-shapes", action=argparse.BooleanOptionalAction, default=None, help="Record input shapes."
+    )
+    @argument(
+        "--memory", action=argparse.BooleanOptionalAction, default=None, help="Record memory allocations."
+    )
+    @argument(
+        "--stack", action=argparse.BooleanOptionalAction, default=None, help="Record Python call stacks."
+    )
+    @argument(
+        "--flops", action=argparse.BooleanOptionalAction, default=None, help="Estimate FLOPs (needs shapes)."
+    )
+    @argument(
+        "--modules", action=argparse.BooleanOptionalAction, default=None, help="One range per nn.Module call."
+    )
+    @argument(
+        "--sort",
+        default=None,
+        help="Sort ops by: self_device, device_total, self_cpu, cpu_total, calls, flops.",
+    )
     @argument("--row-limit", type=int, default=None, help="Rows shown in the text/HTML table (-1 = all).")
     @argument("--name", default=None, help="Name of this run (default: the first line of the cell).")
-    @argument("-o", "--output", dest="output", default=None, metavar="VAR", help="Also store the result in VAR.")
+    @argument(
+        "-o", "--output", dest="output", default=None, metavar="VAR", help="Also store the result in VAR."
+    )
     @argument("--quiet", "-q", action="store_true", help="Show nothing; the result is still in _torchprof.")
-    @argument("--load", default=None, metavar="PATH", help="Open a saved trace (file or folder) instead of running.")
+    @argument(
+        "--load", default=None, metavar="PATH", help="Open a saved trace (file or folder) instead of running."
+    )
     @argument("--run-dir", default=None, metavar="DIR", help="Run store folder for this run.")
     @line_cell_magic
     def torchprof(self, line: str, cell: str | None = None) -> Any:
@@ -100,7 +128,9 @@ class TorchProf(Magics):
             raise UsageError(f"unexpected argument {statement.split()[0]!r}; the code goes below %%torchprof")
         if args.load:
             if cell is not None and cell.strip():
-                raise UsageError("--load opens a saved trace; the cell below it would not run. Remove the code.")
+                raise UsageError(
+                    "--load opens a saved trace; the cell below it would not run. Remove the code."
+                )
             return self._load(args)
         code = cell if cell is not None else statement
         if not code.strip():
@@ -258,12 +288,14 @@ class TorchProf(Magics):
         name = args.name or _default_name(code)
         error = None
         if result.error is not None:
-            kind = "interrupted (Ctrl-C)" if isinstance(result.error, KeyboardInterrupt) else (
-                f"{type(result.error).__name__}: {result.error}"
+            kind = (
+                "interrupted (Ctrl-C)"
+                if isinstance(result.error, KeyboardInterrupt)
+                else (f"{type(result.error).__name__}: {result.error}")
             )
             error = (
                 f"partial profile: the cell raised during {result.error_phase} — {kind}; "
-                f"{result.steps_done} of {options.steps} steps were recorded"
+                f"{result.steps_done} of {options.steps} steps completed"
             )
         capture_info = CaptureInfo(
             device=target.spec,
@@ -417,6 +449,8 @@ class _CellRunner:
                 "top-level await is not supported inside %%torchprof; "
                 "wrap the async code in a function and call it with asyncio"
             )
+        if not tree.body:
+            raise UsageError("nothing to profile: the cell has no statements (only comments or blank lines)")
         last: ast.expr | None = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = tree.body.pop().value
@@ -441,4 +475,3 @@ class _CellRunner:
 
         with capture_output(stdout=True, stderr=True, display=True):
             self._once()
-

@@ -185,7 +185,9 @@ class Profile:
         """Launch flow events as parsed."""
         return self._data.flows
 
-    def op_table(self, group_by: str = "name", flops: bool | None = None, include_python: bool = False) -> pd.DataFrame:
+    def op_table(
+        self, group_by: str = "name", flops: bool | None = None, include_python: bool = False
+    ) -> pd.DataFrame:
         """The op table, grouped by ``name``, ``shape``, ``stack`` or ``module``.
 
         See `analysis.ops.op_table` for the columns. ``flops`` defaults to on

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,11 @@ def cross_rank_table(profiles: Sequence[Profile]) -> pd.DataFrame:
         per = max(s["steps"], 1)
         k = p.kernels
         comm = float(k.loc[k["family"] == "communication", "total_us"].sum()) if not k.empty else 0.0
-        compute = float(k.loc[(k["family"] != "communication") & (k["kind"] == "kernel"), "total_us"].sum()) if not k.empty else 0.0
+        compute = (
+            float(k.loc[(k["family"] != "communication") & (k["kind"] == "kernel"), "total_us"].sum())
+            if not k.empty
+            else 0.0
+        )
         rows.append(
             {
                 "rank": p.meta.rank if p.meta.rank is not None else i,

@@ -66,8 +66,10 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = True) -> None:
-    """Gzip ``src`` into ``dest`` atomically (level 1: traces are large and
-    compress ~10x even at the fastest level)."""
+    """Gzip ``src`` into ``dest`` atomically.
+
+    Level 1: traces are large and compress about tenfold even at the fastest level.
+    """
     tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
     with open(src, "rb") as fin, gzip.GzipFile(tmp, "wb", compresslevel=level, mtime=0) as fout:
         shutil.copyfileobj(fin, fout, 16 * 1024 * 1024)
@@ -144,7 +146,11 @@ class RunStore:
             if not isinstance(data, dict):
                 raise ValueError("run.json is not an object")
         except (OSError, ValueError) as exc:
-            return {"id": run_id, "damaged": True, "problem": f"run.json unreadable ({exc.__class__.__name__})"}
+            return {
+                "id": run_id,
+                "damaged": True,
+                "problem": f"run.json unreadable ({exc.__class__.__name__})",
+            }
         data["id"] = run_id
         data.setdefault("damaged", False)
         return data
@@ -153,7 +159,9 @@ class RunStore:
         """Every run, newest first; damaged runs are included and flagged."""
         if not self.root.is_dir():
             return []
-        runs = [self.read_info(p.name) for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        runs = [
+            self.read_info(p.name) for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        ]
         return sorted(runs, key=lambda r: (r.get("created") or 0, r["id"]), reverse=True)
 
     def run_dir(self, run_id: str) -> Path:

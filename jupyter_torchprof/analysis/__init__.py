@@ -1,0 +1,1 @@
+"""Pure functions from the events frame to tables: ops, kernels, streams, steps, links."""

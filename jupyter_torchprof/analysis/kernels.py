@@ -56,7 +56,16 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
         "median_us", "max_us", "pct", "devices", "streams",
     ]  # fmt: skip
     if act.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "short_name", "kind", "family", "devices", "streams") else float) for c in columns})
+        return pd.DataFrame(
+            {
+                c: pd.Series(
+                    dtype=object
+                    if c in ("name", "short_name", "kind", "family", "devices", "streams")
+                    else float
+                )
+                for c in columns
+            }
+        )
     frame = pd.DataFrame(
         {
             "name": act["name"].astype(object).to_numpy(),
@@ -107,7 +116,16 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     )
     table.loc[~has_bytes, "bytes"] = np.nan
     # Launch-argument columns only when the trace recorded any.
-    optional = ["grid", "block", "registers", "shared_memory", "occupancy", "bytes", "bandwidth_gbps", "fused_ops"]
+    optional = [
+        "grid",
+        "block",
+        "registers",
+        "shared_memory",
+        "occupancy",
+        "bytes",
+        "bandwidth_gbps",
+        "fused_ops",
+    ]
     keep_optional = [c for c in optional if table[c].replace("", np.nan).notna().any()]
     order = [*columns, *keep_optional]
     if "launch_delay_us" in table:
@@ -182,4 +200,8 @@ def memcpy_table(events: pd.DataFrame) -> pd.DataFrame:
     table["bandwidth_gbps"] = np.where(
         table["total_us"] > 0, table["bytes"] / (table["total_us"] * 1e3), np.nan
     )
-    return table.reset_index().sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)[cols]
+    return (
+        table.reset_index()
+        .sort_values("total_us", ascending=False, kind="stable")
+        .reset_index(drop=True)[cols]
+    )

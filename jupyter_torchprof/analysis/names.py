@@ -24,7 +24,16 @@ TRITON_KINDS = {
 }
 _CPP_INDUCTOR = re.compile(r"^cpp_fused_(?P<rest>.+?)(?:_\d+)?$")
 _GEMM_WORDS = ("gemm", "gemv", "cutlass", "cublas", "wgmma", "hgemm", "sgemm", "mma", "matmul")
-_COMM_WORDS = ("nccl", "rccl", "allreduce", "all_reduce", "allgather", "reducescatter", "alltoall", "broadcast")
+_COMM_WORDS = (
+    "nccl",
+    "rccl",
+    "allreduce",
+    "all_reduce",
+    "allgather",
+    "reducescatter",
+    "alltoall",
+    "broadcast",
+)
 
 
 @dataclass(frozen=True)

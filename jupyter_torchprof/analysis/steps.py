@@ -41,7 +41,7 @@ def step_table(events: pd.DataFrame) -> pd.DataFrame:
     d_e = d_s + act["dur"].to_numpy()
 
     rows = []
-    for k, (_, st) in zip(step_no, steps.iterrows()):
+    for k, (_, st) in zip(step_no, steps.iterrows(), strict=True):
         lo, hi = float(st["ts"]), float(st["ts"] + st["dur"])
         hm = (h_e > lo) & (h_s < hi)
         cs, ce = clip_intervals(h_s[hm], h_e[hm], lo, hi)

@@ -1,0 +1,1 @@
+"""Capturing a profile: devices, the warm-up/steps/sync recipe, module ranges."""

@@ -7,8 +7,9 @@ carries (for the notes a user reads when something cannot be measured).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import DeviceError
 

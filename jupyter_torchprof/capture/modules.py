@@ -9,8 +9,9 @@ variable of the user's namespace (``model.layers.0.attn``) when we know it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 #: Prefix of the ranges this module records; analysis uses it to find them.
 MODULE_PREFIX = "nn.Module: "

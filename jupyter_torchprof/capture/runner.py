@@ -9,13 +9,15 @@ still build a (partial) profile.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import CaptureError
 from .device import DeviceTarget
 from .modules import module_annotations
+from .native_stderr import filtered_native_stderr
 
 
 @dataclass
@@ -162,14 +164,16 @@ def capture(
     t1 = time.perf_counter()
     started = False
     try:
-        prof.start()
+        with filtered_native_stderr():
+            prof.start()
         started = True
         with module_annotations(options.modules, module_names):
             for k in range(options.steps + 1):
                 progress.update("profiling", max(k - 1, 0), options.steps)
                 run_once()
                 target.synchronize()
-                prof.step()
+                with filtered_native_stderr():
+                    prof.step()
                 result.steps_done = max(k, 0)
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
         result.error, result.error_phase = exc, "profiling"
@@ -179,7 +183,8 @@ def capture(
             # profiler in this kernel would fail. Stopping mid-recording
             # still hands the steps recorded so far to on_trace_ready.
             try:
-                prof.stop()
+                with filtered_native_stderr():
+                    prof.stop()
             except BaseException as exc:  # noqa: BLE001
                 result.notes.append(f"profiler did not stop cleanly: {exc}")
         result.profile_s = time.perf_counter() - t1 - result.export_s

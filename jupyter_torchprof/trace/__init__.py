@@ -1,0 +1,1 @@
+"""Reading Kineto traces: bytes in, columnar events out."""

@@ -42,7 +42,7 @@ def find_traces(folder: Path, max_depth: int = 4) -> list[Path]:
     return []
 
 
-def load(path: str | Path, name: str | None = None) -> "Profile | RankSet":
+def load(path: str | Path, name: str | None = None) -> Profile | RankSet:
     """Load a trace file, or a folder of traces (see module docs)."""
     from ..profile import Profile
 

@@ -157,9 +157,7 @@ def _text(values: list[Any]) -> pd.Categorical:
     """Strings (or None) → categorical; other JSON values are serialised."""
     types = set(map(type, values))
     if not types <= {str, type(None)}:
-        values = [
-            v if (v is None or type(v) is str) else orjson.dumps(v).decode() for v in values
-        ]
+        values = [v if (v is None or type(v) is str) else orjson.dumps(v).decode() for v in values]
     return _categorical(values)
 
 
@@ -341,17 +339,13 @@ def _as_int(value: Any) -> int | None:
     return int(value) if math.isfinite(value) else None
 
 
-def _parse_events(
-    raw: list[TraceEvent], meta: TraceMeta
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _parse_events(raw: list[TraceEvent], meta: TraceMeta) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     # The profiler's own span ("PyTorch Profiler (0)", pid "Spans") is not an
     # event of the program; it only marks the capture window.
     xs = [e for e in raw if e.ph == "X" and e.cat != "Trace"]
     others = [e for e in raw if e.ph != "X"]
     instants = [e for e in others if e.name == "[memory]" and (e.ph == "i" or e.ph == "I")]
-    flows = [
-        e for e in others if (e.ph == "s" or e.ph == "f") and e.cat in K.LAUNCH_FLOW_CATEGORIES
-    ]
+    flows = [e for e in others if (e.ph == "s" or e.ph == "f") and e.cat in K.LAUNCH_FLOW_CATEGORIES]
     _apply_metadata_events([e for e in others if e.ph == "M"], meta)
 
     events, meta.skipped = _events_frame(xs)

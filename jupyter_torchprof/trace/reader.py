@@ -11,9 +11,10 @@ import gc
 import os
 import warnings
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 
@@ -65,7 +66,9 @@ def read_trace_bytes(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> byte
             else:
                 size = os.fstat(fh.fileno()).st_size
                 if size > max_bytes:
-                    raise TraceError(p, f"file is {size / 1e9:.1f} GB, over the {max_bytes / 1e9:.1f} GB limit")
+                    raise TraceError(
+                        p, f"file is {size / 1e9:.1f} GB, over the {max_bytes / 1e9:.1f} GB limit"
+                    )
                 data = fh.read()
     except OSError as exc:
         raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None

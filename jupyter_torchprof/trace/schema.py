@@ -13,7 +13,6 @@ from typing import Any
 
 import msgspec
 
-
 #: Stand-in for an absent raw JSON value.
 RAW_MISSING = msgspec.Raw(b"")
 

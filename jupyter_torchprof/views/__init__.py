@@ -1,0 +1,1 @@
+"""Rendering of profiles: text, static HTML, progress, interactive widgets."""

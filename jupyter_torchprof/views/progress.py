@@ -1,8 +1,8 @@
-"""A progress line for long warm-ups and compiles.
+r"""A progress line for long warm-ups and compiles.
 
 In a notebook it is one output updated in place (a display handle with an HTML
 ``<progress>`` bar and a plain-text fallback), so no widget manager is needed.
-In a terminal it is a single line on stderr rewritten with ``\\r``. When the
+In a terminal it is a single line on stderr rewritten with ``\r``. When the
 run ends the line is replaced by a short account of where the time went.
 """
 

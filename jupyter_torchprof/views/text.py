@@ -52,9 +52,7 @@ def op_columns(table: pd.DataFrame, device: bool) -> list[tuple[str, str, Any]]:
     return cols
 
 
-def render_table(
-    rows: list[list[str]], headers: list[str], name_width: int = 60
-) -> str:
+def render_table(rows: list[list[str]], headers: list[str], name_width: int = 60) -> str:
     """Fixed-width table; the first column is left-aligned, the rest right."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     widths[0] = min(max(widths[0], 4), name_width)
@@ -62,7 +60,7 @@ def render_table(
 
     def line(cells: list[str]) -> str:
         out = [ellipsize(cells[0], widths[0]).ljust(widths[0])]
-        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
+        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=False)]
         return "  ".join(out).rstrip()
 
     return "\n".join([sep, line(headers), sep, *(line(r) for r in rows), sep])

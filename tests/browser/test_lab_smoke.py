@@ -1,0 +1,31 @@
+"""JupyterLab loads our extension and BokehJS from this server, offline."""
+
+from __future__ import annotations
+
+from labkit import open_notebook, run_all, write_notebook
+
+
+def test_bokeh_is_loaded_from_the_server(page, lab):
+    write_notebook(lab.root, "smoke.ipynb", ["1 + 1"])
+    open_notebook(page, lab, "smoke.ipynb")
+    page.wait_for_function("() => window.Bokeh !== undefined && !!window.Bokeh.require", timeout=30_000)
+    version = page.evaluate("window.Bokeh.version")
+    import bokeh
+
+    assert version == bokeh.__version__
+
+
+def test_torchprof_cell_runs_in_lab(page, lab):
+    write_notebook(
+        lab.root,
+        "run.ipynb",
+        [
+            "%load_ext jupyter_torchprof\nimport torch\nm = torch.nn.Linear(8, 8)\nx = torch.randn(4, 8)",
+            "%%torchprof --steps 2\ny = m(x)",
+        ],
+    )
+    open_notebook(page, lab, "run.ipynb")
+    run_all(page)
+    page.wait_for_selector(".jp-TorchProf-static, .jp-TorchProf-view", timeout=60_000)
+    text = page.inner_text(".jp-Notebook")
+    assert "aten::addmm" in text
