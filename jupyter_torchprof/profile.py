@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,9 @@ from .analysis import steps as steps_mod
 from .analysis import tree as tree_mod
 from .trace import categories as K
 from .trace.parser import TraceData, TraceMeta, parse_trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .profile_diff import ProfileDiff
 
 
 @dataclass
@@ -258,6 +261,12 @@ class Profile:
             out["error"] = self.error
         out["notes"] = list(self.notes)
         return out
+
+    def diff(self, other: Profile, labels: tuple[str, str] | None = None) -> ProfileDiff:
+        """Compare this profile (baseline) with ``other``, per op, per kernel, per step."""
+        from .profile_diff import ProfileDiff
+
+        return ProfileDiff(self, other, labels)
 
     # ------------------------------------------------------------------ #
     # rendering

@@ -1,0 +1,56 @@
+"""Profile.diff on the real diff pair, checked against per-name sums from the files."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from tracefiles import raw_events, real_trace
+
+from jupyter_torchprof import load
+
+
+def _kernel_sums(path):
+    sums = defaultdict(float)
+    for e in raw_events(path):
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            sums[e["name"]] += e["dur"]
+    return sums
+
+
+def test_diff_pair_kernels():
+    pa = real_trace("diff_pair/control.pt.trace.json.gz")
+    pb = real_trace("diff_pair/test.pt.trace.json.gz")
+    a, b = load(str(pa)), load(str(pb))
+    d = a.diff(b)
+    sa, sb = _kernel_sums(pa), _kernel_sums(pb)
+    steps_a, steps_b = a.summary["steps"], b.summary["steps"]
+    assert steps_a == 6 and steps_b == 6
+    k = d.kernels.set_index("name")
+    assert set(k.index) == set(sa) | set(sb)
+    for name in set(sa) | set(sb):
+        assert k.loc[name, "total_us_a"] == pytest.approx(sa.get(name, 0.0) / steps_a)
+        assert k.loc[name, "total_us_b"] == pytest.approx(sb.get(name, 0.0) / steps_b)
+        expected = "both" if name in sa and name in sb else ("only_a" if name in sa else "only_b")
+        assert k.loc[name, "status"] == expected
+    # rows are ordered by the size of the change
+    deltas = d.kernels["total_us_delta"].abs().to_numpy()
+    assert (deltas[:-1] >= deltas[1:]).all()
+
+
+def test_headline_speedup_is_a_over_b():
+    a = load(str(real_trace("diff_pair/control.pt.trace.json.gz")))
+    b = load(str(real_trace("diff_pair/test.pt.trace.json.gz")))
+    h = a.diff(b).headline.set_index("metric")
+    wall = h.loc["wall per step"]
+    assert wall["a_us"] == pytest.approx(a.summary["wall_per_step_us"])
+    assert wall["speedup"] == pytest.approx(a.summary["wall_per_step_us"] / b.summary["wall_per_step_us"])
+    assert "→" in a.diff(b).text()
+
+
+def test_diff_of_cpu_profile_with_itself_is_zero():
+    p = load(str(real_trace("cpu_only.pt.trace.json.gz")))
+    d = p.diff(p)
+    assert (d.ops["status"] == "both").all()
+    assert d.ops["self_cpu_us_delta"].abs().max() == 0
+    assert d.kernels.empty
