@@ -1,4 +1,10 @@
-"""Device-side tables: kernels, copies, streams and busy time."""
+"""Device-side tables: kernels, copies, streams and busy time.
+
+Everything here groups by the integer codes of the categorical columns and
+aggregates with numpy (``bincount``, one sort for the order statistics), so a
+million kernels cost a few array passes and the string work is done once per
+distinct kernel name.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,21 @@ from .names import describe_kernel
 
 def device_activity(events: pd.DataFrame) -> pd.DataFrame:
     """The events that occupied a device: kernels, memcpys and memsets."""
-    return events.loc[np.isin(events["kind"].to_numpy(), K.DEVICE_ACTIVITY)]
+    return events.loc[K.kind_mask(events, K.DEVICE_ACTIVITY)]
 
 
-def union_length(start: np.ndarray, end: np.ndarray) -> float:
-    """Total length covered by a set of intervals (overlaps counted once)."""
+def activity_rows(events: pd.DataFrame) -> np.ndarray:
+    """Row positions of the device activity (kernels, memcpys, memsets)."""
+    return np.flatnonzero(K.kind_mask(events, K.DEVICE_ACTIVITY))
+
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint, sorted blocks ``(starts, ends)``.
+
+    Intervals that touch (one ends where the next starts) are merged.
+    """
     if len(start) == 0:
-        return 0.0
+        return np.array([], dtype=np.float64), np.array([], dtype=np.float64)
     order = np.argsort(start, kind="stable")
     s = start[order]
     e = np.maximum.accumulate(end[order])
@@ -25,11 +39,15 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
     new_block = np.empty(len(s), dtype=bool)
     new_block[0] = True
     new_block[1:] = s[1:] > e[:-1]
-    block_id = np.cumsum(new_block) - 1
-    block_start = s[new_block]
-    block_end = np.zeros(block_id[-1] + 1)
-    np.maximum.at(block_end, block_id, e)
-    return float((block_end - block_start).sum())
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:], len(s)) - 1
+    return s[first], e[last]
+
+
+def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    """Total length covered by a set of intervals (overlaps counted once)."""
+    bs, be = merge_intervals(start, end)
+    return float((be - bs).sum())
 
 
 def clip_intervals(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
@@ -39,23 +57,108 @@ def clip_intervals(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> 
     return s, e
 
 
+def overlap_per_window(
+    start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """For each window ``[lo[k], hi[k])``, the summed overlap of the intervals with it.
+
+    Windows must be sorted and must not overlap (profiler steps); each
+    interval is charged to every window it overlaps. With ``weights`` the
+    overlaps are multiplied by them.
+    """
+    out = np.zeros(len(lo), dtype=np.float64)
+    if not len(start) or not len(lo):
+        return out
+    # First window that ends after the interval starts.
+    k = np.searchsorted(hi, start, side="right")
+    idx = np.arange(len(start))
+    while len(idx):
+        inside = k < len(lo)
+        idx, k = idx[inside], k[inside]
+        if not len(idx):
+            break
+        s, e = start[idx], end[idx]
+        ov = np.minimum(e, hi[k]) - np.maximum(s, lo[k])
+        pos = ov > 0
+        w = ov[pos] if weights is None else ov[pos] * weights[idx[pos]]
+        out += np.bincount(k[pos], weights=w, minlength=len(lo))
+        # Intervals reaching past this window continue into the next.
+        more = e > hi[k]
+        idx, k = idx[more], k[more] + 1
+    return out
+
+
+def _group(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct codes and, for each row, the group it belongs to."""
+    return np.unique(codes, return_inverse=True)
+
+
+def _group_mean(inv: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Mean of the non-NaN ``values`` per group (NaN where a group has none)."""
+    ok = ~np.isnan(values)
+    n = np.bincount(inv[ok], minlength=groups)
+    s = np.bincount(inv[ok], weights=values[ok], minlength=groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, s / np.maximum(n, 1), np.nan)
+
+
+def _group_mode(inv: np.ndarray, codes: np.ndarray, categories: pd.Index, groups: int) -> np.ndarray:
+    """The most frequent non-missing category per group (None where none)."""
+    out = np.full(groups, None, dtype=object)
+    ok = codes >= 0
+    if not ok.any():
+        return out
+    pair = inv[ok].astype(np.int64) * (len(categories) + 1) + codes[ok]
+    u, counts = np.unique(pair, return_counts=True)
+    g, c = u // (len(categories) + 1), u % (len(categories) + 1)
+    # Highest count first; the first row per group wins.
+    order = np.lexsort((-counts, g))
+    first = order[np.r_[True, g[order][1:] != g[order][:-1]]]
+    out[g[first]] = np.asarray(categories, dtype=object)[c[first]]
+    return out
+
+
+def _join_per_group(inv: np.ndarray, values: np.ndarray, groups: int) -> list[str]:
+    """Comma-joined distinct ``values`` per group (in increasing order)."""
+    vals, vinv = np.unique(values, return_inverse=True)
+    pair = np.unique(inv.astype(np.int64) * len(vals) + vinv)
+    out: list[list[str]] = [[] for _ in range(groups)]
+    for g, v in zip((pair // len(vals)).tolist(), vals[pair % len(vals)].tolist(), strict=True):
+        out[g].append(str(v))
+    return [",".join(x) for x in out]
+
+
+_KERNEL_COLUMNS = [
+    "name", "short_name", "kind", "family", "calls", "total_us", "mean_us", "min_us",
+    "median_us", "max_us", "pct", "devices", "streams",
+]  # fmt: skip
+_OPTIONAL_COLUMNS = [
+    "op", "precision", "tile", "layout", "fused_ops",
+    "grid", "block", "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
+    "bytes", "bandwidth_gbps",
+]  # fmt: skip
+
+
 def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per device kernel (or copy, or memset) name.
 
-    Columns: ``name, short_name, kind, family, calls, total_us, mean_us,
-    min_us, median_us, max_us, pct`` (share of all device activity time, so
-    rows sum to 100), ``devices``, ``streams``, the most common ``grid`` and
-    ``block``, mean ``registers``, ``shared_memory`` and ``occupancy`` where
-    the trace has them, ``bytes`` and ``bandwidth_gbps`` for copies, mean
-    ``launch_delay_us`` where launches are linked, and ``fused_ops`` for
-    generated kernels.
+    Columns: ``name`` (full), ``short_name`` (readable, see `names`),
+    ``kind`` (kernel, memcpy, memset), ``family`` (gemm, communication,
+    triton pointwise ...), ``calls, total_us, mean_us, min_us, median_us,
+    max_us``, ``pct`` (share of all device activity time, so rows sum to 100),
+    ``devices``, ``streams``; where the trace has them the launch arguments:
+    the most common ``grid`` and ``block``, mean ``registers`` (per thread),
+    ``shared_memory`` (bytes), ``blocks_per_sm``, ``warps_per_sm`` and
+    ``occupancy`` (estimated achieved, %); ``bytes`` (total) and
+    ``bandwidth_gbps`` for copies and memsets; what the name tells (see
+    `names.KernelName`): ``op`` for library kernels that name theirs,
+    ``precision``, ``tile`` and ``layout`` for GEMMs and convolutions,
+    ``fused_ops`` for generated kernels; mean and max ``launch_delay_us``
+    (launch start to kernel start) where launches are linked. Optional
+    columns appear only when some row has a value.
     """
-    act = device_activity(events)
-    columns = [
-        "name", "short_name", "kind", "family", "calls", "total_us", "mean_us", "min_us",
-        "median_us", "max_us", "pct", "devices", "streams",
-    ]  # fmt: skip
-    if act.empty:
+    rows = activity_rows(events)
+    if not len(rows):
         return pd.DataFrame(
             {
                 c: pd.Series(
@@ -63,88 +166,85 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
                     if c in ("name", "short_name", "kind", "family", "devices", "streams")
                     else float
                 )
-                for c in columns
+                for c in _KERNEL_COLUMNS
             }
         )
-    frame = pd.DataFrame(
+    name = events["name"]
+    name_codes = name.cat.codes.to_numpy()[rows]
+    uniq, inv = _group(name_codes)
+    g = len(uniq)
+    dur = events["dur"].to_numpy()[rows]
+    calls = np.bincount(inv, minlength=g)
+    total = np.bincount(inv, weights=dur, minlength=g)
+    # Order statistics from one sort: by group, then by duration.
+    order = np.lexsort((dur, inv))
+    sorted_dur = dur[order]
+    first = np.searchsorted(inv[order], np.arange(g), side="left")
+    last = first + calls - 1
+    mid_lo = first + (calls - 1) // 2
+    mid_hi = first + calls // 2
+    kind_codes = events["kind"].cat.codes.to_numpy()[rows]
+    kinds = np.asarray(K.KINDS, dtype=object)[kind_codes[order[first]]]
+
+    table = pd.DataFrame(
         {
-            "name": act["name"].astype(object).to_numpy(),
-            "kind": act["kind"].astype(str).to_numpy(),
-            "dur": act["dur"].to_numpy(),
-            "device": act["device"].to_numpy(),
-            "stream": act["stream"].to_numpy(),
-            "grid": act["grid"].astype(object).to_numpy(),
-            "block": act["block"].astype(object).to_numpy(),
-            "registers": act["registers"].to_numpy(),
-            "shared_memory": act["shared_memory"].to_numpy(),
-            "occupancy": act["occupancy"].to_numpy(),
-            "bytes": act["bytes"].to_numpy(),
+            "name": name.cat.categories.to_numpy(dtype=object)[uniq],
+            "kind": kinds,
+            "calls": calls,
+            "total_us": total,
+            "mean_us": total / calls,
+            "min_us": sorted_dur[first],
+            "median_us": (sorted_dur[mid_lo] + sorted_dur[mid_hi]) / 2,
+            "max_us": sorted_dur[last],
         }
     )
-    if links is not None:
-        frame["launch_delay_us"] = links.loc[act.index, "launch_delay_us"].to_numpy()
-    g = frame.groupby("name", sort=False)
-    table = g.agg(
-        kind=("kind", "first"),
-        calls=("dur", "size"),
-        total_us=("dur", "sum"),
-        mean_us=("dur", "mean"),
-        min_us=("dur", "min"),
-        median_us=("dur", "median"),
-        max_us=("dur", "max"),
-        registers=("registers", "mean"),
-        shared_memory=("shared_memory", "mean"),
-        occupancy=("occupancy", "mean"),
-        bytes=("bytes", "sum"),
+    grand = total.sum()
+    table["pct"] = 100 * total / grand if grand > 0 else 0.0
+    table["devices"] = _join_per_group(inv, events["device"].to_numpy()[rows], g)
+    table["streams"] = _join_per_group(inv, events["stream"].to_numpy()[rows], g)
+    for col in ("grid", "block"):
+        cat = events[col]
+        table[col] = _group_mode(inv, cat.cat.codes.to_numpy()[rows], cat.cat.categories, g)
+    for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy"):
+        if col in events:
+            table[col] = _group_mean(inv, events[col].to_numpy()[rows].astype(np.float64), g)
+    nbytes = events["bytes"].to_numpy()[rows]
+    has = ~np.isnan(nbytes)
+    table["bytes"] = np.where(
+        np.bincount(inv[has], minlength=g) > 0,
+        np.bincount(inv[has], weights=nbytes[has], minlength=g),
+        np.nan,
     )
-    total = table["total_us"].sum()
-    table["pct"] = 100 * table["total_us"] / total if total > 0 else 0.0
-    table["devices"] = g["device"].agg(_join_unique)
-    table["streams"] = g["stream"].agg(_join_unique)
-    table["grid"] = _most_common_by_name(frame, "grid")
-    table["block"] = _most_common_by_name(frame, "block")
-    if "launch_delay_us" in frame:
-        table["launch_delay_us"] = g["launch_delay_us"].mean()
-    table = table.reset_index()
+    byte_time = np.bincount(inv[has], weights=dur[has], minlength=g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["bandwidth_gbps"] = np.where(
+            (table["bytes"] > 0) & (byte_time > 0), table["bytes"] / (byte_time * 1e3), np.nan
+        )
+    table.loc[~(table["bytes"] > 0), "bytes"] = np.nan
     described = [describe_kernel(n) for n in table["name"]]
     table["short_name"] = [d.short for d in described]
     table["family"] = [d.family for d in described]
     table["fused_ops"] = [", ".join(d.fused_ops) for d in described]
-    has_bytes = table["bytes"] > 0
-    table["bandwidth_gbps"] = np.where(
-        has_bytes & (table["total_us"] > 0), table["bytes"] / (table["total_us"] * 1e3), np.nan
-    )
-    table.loc[~has_bytes, "bytes"] = np.nan
+    table["op"] = [d.op for d in described]
+    table["precision"] = [d.precision for d in described]
+    table["tile"] = [d.tile for d in described]
+    table["layout"] = [d.layout for d in described]
+    if links is not None:
+        delay = links["launch_delay_us"].to_numpy()[rows]
+        table["launch_delay_us"] = _group_mean(inv, delay, g)
+        ok = ~np.isnan(delay)
+        mx = np.full(g, -np.inf)
+        np.maximum.at(mx, inv[ok], delay[ok])
+        table["launch_delay_max_us"] = np.where(np.isfinite(mx), mx, np.nan)
     # Launch-argument columns only when the trace recorded any.
-    optional = [
-        "grid",
-        "block",
-        "registers",
-        "shared_memory",
-        "occupancy",
-        "bytes",
-        "bandwidth_gbps",
-        "fused_ops",
+    keep_optional = [
+        c for c in _OPTIONAL_COLUMNS if c in table and table[c].replace("", np.nan).notna().any()
     ]
-    keep_optional = [c for c in optional if table[c].replace("", np.nan).notna().any()]
-    order = [*columns, *keep_optional]
+    order_cols = [*_KERNEL_COLUMNS, *keep_optional]
     if "launch_delay_us" in table:
-        order.append("launch_delay_us")
-    table = table[order]
+        order_cols += ["launch_delay_us", "launch_delay_max_us"]
+    table = table[order_cols]
     return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def _join_unique(values: pd.Series) -> str:
-    return ",".join(str(v) for v in sorted(set(values.tolist())))
-
-
-def _most_common_by_name(frame: pd.DataFrame, column: str) -> pd.Series:
-    """The most frequent value of ``column`` for each kernel name."""
-    counts = frame.groupby(["name", column], sort=False, dropna=True).size()
-    if counts.empty:
-        return pd.Series(dtype=object)
-    top = counts.reset_index(name="n").sort_values("n", ascending=False, kind="stable")
-    return top.drop_duplicates("name").set_index("name")[column]
 
 
 def stream_table(events: pd.DataFrame, window: tuple[float, float] | None = None) -> pd.DataFrame:
@@ -152,28 +252,30 @@ def stream_table(events: pd.DataFrame, window: tuple[float, float] | None = None
 
     ``window`` (start, end in µs) limits the accounting to e.g. the profiled
     steps; by default the span from first to last device activity is used.
+    Busy time is the union of the activity intervals (overlaps counted once),
+    idle time the rest of the window, ``utilization_pct`` busy over window.
+    ``kernels`` counts the activities that overlap the window.
     """
-    act = device_activity(events)
+    rows = activity_rows(events)
     cols = ["device", "stream", "kernels", "busy_us", "idle_us", "window_us", "utilization_pct"]
-    if act.empty:
+    if not len(rows):
         return pd.DataFrame(columns=cols)
-    start = act["ts"].to_numpy()
-    end = start + act["dur"].to_numpy()
+    start = events["ts"].to_numpy()[rows]
+    end = start + events["dur"].to_numpy()[rows]
     lo, hi = window if window is not None else (float(start.min()), float(end.max()))
     span = max(hi - lo, 0.0)
-    s, e = clip_intervals(start, end, lo, hi)
-    dev = act["device"].to_numpy()
-    stream = act["stream"].to_numpy()
-    rows = []
+    inside = (end > lo) & (start < hi) | ((start == end) & (start >= lo) & (start <= hi))
+    s, e = clip_intervals(start[inside], end[inside], lo, hi)
+    dev = events["device"].to_numpy()[rows][inside]
+    stream = events["stream"].to_numpy()[rows][inside]
+    out = []
     for d in sorted(set(dev.tolist())):
         dm = dev == d
         for st in sorted(set(stream[dm].tolist())):
             m = dm & (stream == st)
-            busy = union_length(s[m], e[m])
-            rows.append((d, str(st), int(m.sum()), busy))
-        busy = union_length(s[dm], e[dm])
-        rows.append((d, "all", int(dm.sum()), busy))
-    table = pd.DataFrame(rows, columns=["device", "stream", "kernels", "busy_us"])
+            out.append((d, str(st), int(m.sum()), union_length(s[m], e[m])))
+        out.append((d, "all", int(dm.sum()), union_length(s[dm], e[dm])))
+    table = pd.DataFrame(out, columns=["device", "stream", "kernels", "busy_us"])
     table["window_us"] = span
     table["idle_us"] = np.maximum(span - table["busy_us"], 0.0)
     table["utilization_pct"] = 100 * table["busy_us"] / span if span > 0 else np.nan
@@ -181,27 +283,56 @@ def stream_table(events: pd.DataFrame, window: tuple[float, float] | None = None
 
 
 def memcpy_table(events: pd.DataFrame) -> pd.DataFrame:
-    """Copies and memsets grouped by name (direction, memory kinds)."""
-    sel = events.loc[np.isin(events["kind"].to_numpy(), (K.MEMCPY, K.MEMSET))]
+    """Copies and memsets grouped by name (direction, memory kinds).
+
+    Columns ``name, kind, calls, total_us, bytes, bandwidth_gbps`` (bytes
+    over the time of the calls that recorded bytes, in GB/s).
+    """
+    rows = np.flatnonzero(K.kind_mask(events, (K.MEMCPY, K.MEMSET)))
     cols = ["name", "kind", "calls", "total_us", "bytes", "bandwidth_gbps"]
-    if sel.empty:
+    if not len(rows):
         return pd.DataFrame(columns=cols)
-    frame = pd.DataFrame(
+    uniq, inv = _group(events["name"].cat.codes.to_numpy()[rows])
+    g = len(uniq)
+    dur = events["dur"].to_numpy()[rows]
+    nbytes = events["bytes"].to_numpy()[rows]
+    has = ~np.isnan(nbytes)
+    kind_codes = events["kind"].cat.codes.to_numpy()[rows]
+    first = np.full(g, -1)
+    first[inv[::-1]] = np.arange(len(inv))[::-1]
+    total_bytes = np.bincount(inv[has], weights=nbytes[has], minlength=g)
+    byte_time = np.bincount(inv[has], weights=dur[has], minlength=g)
+    table = pd.DataFrame(
         {
-            "name": sel["name"].astype(object).to_numpy(),
-            "kind": sel["kind"].astype(str).to_numpy(),
-            "dur": sel["dur"].to_numpy(),
-            "bytes": sel["bytes"].to_numpy(),
+            "name": events["name"].cat.categories.to_numpy(dtype=object)[uniq],
+            "kind": np.asarray(K.KINDS, dtype=object)[kind_codes[first]],
+            "calls": np.bincount(inv, minlength=g),
+            "total_us": np.bincount(inv, weights=dur, minlength=g),
+            "bytes": np.where(np.bincount(inv[has], minlength=g) > 0, total_bytes, np.nan),
         }
     )
-    table = frame.groupby("name", sort=False).agg(
-        kind=("kind", "first"), calls=("dur", "size"), total_us=("dur", "sum"), bytes=("bytes", "sum")
-    )
-    table["bandwidth_gbps"] = np.where(
-        table["total_us"] > 0, table["bytes"] / (table["total_us"] * 1e3), np.nan
-    )
-    return (
-        table.reset_index()
-        .sort_values("total_us", ascending=False, kind="stable")
-        .reset_index(drop=True)[cols]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["bandwidth_gbps"] = np.where(byte_time > 0, total_bytes / (byte_time * 1e3), np.nan)
+    return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)[cols]
+
+
+def memcpy_events(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per copy or memset: ``row, name, kind, device, stream, ts, dur, bytes, bandwidth_gbps``."""
+    rows = np.flatnonzero(K.kind_mask(events, (K.MEMCPY, K.MEMSET)))
+    dur = events["dur"].to_numpy()[rows]
+    nbytes = events["bytes"].to_numpy()[rows]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bw = np.where(dur > 0, nbytes / (dur * 1e3), np.nan)
+    return pd.DataFrame(
+        {
+            "row": rows,
+            "name": events["name"].to_numpy()[rows],
+            "kind": events["kind"].to_numpy()[rows],
+            "device": events["device"].to_numpy()[rows],
+            "stream": events["stream"].to_numpy()[rows],
+            "ts": events["ts"].to_numpy()[rows],
+            "dur": dur,
+            "bytes": nbytes,
+            "bandwidth_gbps": bw,
+        }
     )

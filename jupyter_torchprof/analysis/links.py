@@ -22,9 +22,36 @@ from ..trace import categories as K
 from .tree import lane_keys, nearest_ancestor, nest
 
 
-def _first_index_by(keys: np.ndarray, positions: np.ndarray) -> pd.Series:
-    s = pd.Series(positions, index=keys)
-    return s[~s.index.duplicated(keep="first")]
+def first_match(
+    keys: np.ndarray, positions: np.ndarray, wanted: np.ndarray, unique: bool = False
+) -> np.ndarray:
+    """For each of ``wanted``, the first of ``positions`` whose key equals it (-1 if none).
+
+    With ``unique``, keys held by more than one position match nothing
+    (an ambiguous link is no link).
+    """
+    out = np.full(len(wanted), -1, dtype=np.int64)
+    if not len(keys) or not len(wanted):
+        return out
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    at = np.searchsorted(sk, wanted, side="left")
+    inside = at < len(sk)
+    hit = np.zeros(len(wanted), dtype=bool)
+    hit[inside] = sk[at[inside]] == wanted[inside]
+    if unique:
+        nxt = at + 1
+        dup = np.zeros(len(wanted), dtype=bool)
+        more = hit & (nxt < len(sk))
+        dup[more] = sk[nxt[more]] == wanted[more]
+        hit &= ~dup
+    out[hit] = positions[order[at[hit]]]
+    return out
+
+
+#: Device work that has a launch on the host (annotations mirrored on a
+#: stream do not).
+LAUNCHED_KINDS = (K.KERNEL, K.MEMCPY, K.MEMSET, K.SYNC)
 
 
 def link_device_events(
@@ -45,46 +72,52 @@ def link_device_events(
     -------
     DataFrame aligned with ``events``: ``launch`` (row of the runtime event,
     -1), ``op`` (row of the launching op, -1), ``launch_delay_us`` (kernel
-    start minus launch start, NaN when unknown).
+    start minus launch start, NaN when unknown), ``link`` (how the launch was
+    found: ``correlation``, ``flow``, ``external id`` or empty).
     """
     n = len(events)
-    kind = events["kind"].to_numpy()
     corr = events["correlation"].to_numpy()
     ts = events["ts"].to_numpy()
     launch = np.full(n, -1, dtype=np.int64)
+    how = np.zeros(n, dtype=np.int8)  # 0 none, 1 correlation, 2 flow, 3 external id
 
-    dev_idx = np.flatnonzero(np.isin(kind, K.DEVICE_KINDS))
-    rt_idx = np.flatnonzero((kind == K.RUNTIME) & (corr >= 0))
+    dev_idx = np.flatnonzero(K.kind_mask(events, LAUNCHED_KINDS))
+    is_rt = K.kind_mask(events, K.RUNTIME)
+    rt_idx = np.flatnonzero(is_rt & (corr >= 0))
     if len(dev_idx) and len(rt_idx):
-        by_corr = _first_index_by(corr[rt_idx], rt_idx)
-        found = by_corr.reindex(corr[dev_idx]).to_numpy()
-        ok = ~np.isnan(found) & (corr[dev_idx] >= 0)
-        launch[dev_idx[ok]] = found[ok].astype(np.int64)
+        dc = corr[dev_idx]
+        found = first_match(corr[rt_idx], rt_idx, dc)
+        ok = (found >= 0) & (dc >= 0)
+        launch[dev_idx[ok]] = found[ok]
+        how[dev_idx[ok]] = 1
 
     if flows is not None and len(flows) and len(dev_idx):
-        _link_by_flows(events, flows, launch, dev_idx, rt_idx)
+        before = launch >= 0
+        _link_by_flows(events, flows, launch, dev_idx, np.flatnonzero(is_rt))
+        how[(launch >= 0) & ~before] = 2
 
-    is_op = np.isin(kind, (K.CPU_OP, K.USER_ANNOTATION))
+    is_op = K.kind_mask(events, (K.CPU_OP, K.USER_ANNOTATION))
     op_of_host = nearest_ancestor(parent, depth, is_op)
     op = np.full(n, -1, dtype=np.int64)
     has_launch = launch >= 0
     op[has_launch] = op_of_host[launch[has_launch]]
 
-    # Fallback: External id shared with a CPU op.
+    # Fallback: External id shared with exactly one CPU op.
     ext = events["external_id"].to_numpy()
     missing = dev_idx[(op[dev_idx] < 0) & (ext[dev_idx] >= 0)]
     if len(missing):
-        op_idx = np.flatnonzero((kind == K.CPU_OP) & (ext >= 0))
-        if len(op_idx):
-            by_ext = pd.Series(op_idx, index=ext[op_idx])
-            unique = by_ext[~by_ext.index.duplicated(keep=False)]
-            found = unique.reindex(ext[missing]).to_numpy()
-            ok = ~np.isnan(found)
-            op[missing[ok]] = found[ok].astype(np.int64)
+        op_idx = np.flatnonzero(K.kind_mask(events, K.CPU_OP) & (ext >= 0))
+        found = first_match(ext[op_idx], op_idx, ext[missing], unique=True)
+        ok = found >= 0
+        op[missing[ok]] = found[ok]
+        how[missing[ok & (launch[missing] < 0)]] = 3
 
     delay = np.full(n, np.nan)
     delay[has_launch] = ts[has_launch] - ts[launch[has_launch]]
-    return pd.DataFrame({"launch": launch, "op": op, "launch_delay_us": delay}, index=events.index)
+    link = pd.Categorical.from_codes(how - 1, categories=["correlation", "flow", "external id"])
+    return pd.DataFrame(
+        {"launch": launch, "op": op, "launch_delay_us": delay, "link": link}, index=events.index
+    )
 
 
 def _link_by_flows(
@@ -102,16 +135,14 @@ def _link_by_flows(
     todo = dev_idx[launch[dev_idx] < 0]
     if not len(todo) or not len(rt_idx):
         return
-    kind = events["kind"].to_numpy()
-    all_rt = np.flatnonzero(kind == K.RUNTIME)
     starts = flows[flows["is_start"]]
     ends = flows[~flows["is_start"]]
     rt = pd.DataFrame(
         {
-            "pid": events["pid"].to_numpy()[all_rt],
-            "tid": events["tid"].to_numpy()[all_rt],
-            "ts": events["ts"].to_numpy()[all_rt],
-            "row": all_rt,
+            "pid": events["pid"].to_numpy()[rt_idx],
+            "tid": events["tid"].to_numpy()[rt_idx],
+            "ts": events["ts"].to_numpy()[rt_idx],
+            "row": rt_idx,
         }
     )
     dv = pd.DataFrame(
@@ -140,8 +171,7 @@ def attribute_points(
     Used for ``[memory]`` events: an allocation belongs to the op that was
     running on its thread when it happened.
     """
-    kind = events["kind"].to_numpy()
-    op_idx = np.flatnonzero(np.isin(kind, (K.CPU_OP, K.USER_ANNOTATION)))
+    op_idx = np.flatnonzero(K.kind_mask(events, (K.CPU_OP, K.USER_ANNOTATION)))
     m = len(point_ts)
     if m == 0 or len(op_idx) == 0:
         return np.full(m, -1, dtype=np.int64)
@@ -154,3 +184,102 @@ def attribute_points(
     # A point can only be enclosed by ops (points have no duration), so the
     # parent is a position in op_idx.
     return np.where(p >= 0, op_idx[np.clip(p, 0, len(op_idx) - 1)], -1)
+
+
+def launch_table(events: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
+    """One row per piece of device work, with its launch and launching op.
+
+    Columns: ``row`` (position in the events frame), ``name``, ``kind``,
+    ``device``, ``stream``, ``ts``, ``dur``, ``correlation``; the launch:
+    ``launch_row`` (-1 when unknown), ``launch_name`` (the runtime or driver
+    call, e.g. ``cudaLaunchKernel``), ``launch_ts``, ``launch_dur``,
+    ``launch_tid``; ``op_row`` and ``op_name`` (the innermost op or
+    annotation enclosing the launch); ``launch_delay_us`` (kernel start
+    minus launch start: queueing plus launch overhead) and ``link`` (how the
+    launch was found).
+    """
+    rows = np.flatnonzero(K.kind_mask(events, LAUNCHED_KINDS))
+    launch = links["launch"].to_numpy()[rows]
+    op = links["op"].to_numpy()[rows]
+    has_l = launch >= 0
+    has_o = op >= 0
+    names = events["name"].cat.codes.to_numpy()
+    cats = np.asarray(events["name"].cat.categories, dtype=object)
+    ts = events["ts"].to_numpy()
+    dur = events["dur"].to_numpy()
+
+    def name_at(pos: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        out = np.full(len(pos), None, dtype=object)
+        codes = names[pos[ok]]
+        good = codes >= 0
+        vals = np.full(len(codes), None, dtype=object)
+        vals[good] = cats[codes[good]]
+        out[ok] = vals
+        return out
+
+    def at(col: np.ndarray, pos: np.ndarray, ok: np.ndarray, fill: float) -> np.ndarray:
+        out = np.full(len(pos), fill, dtype=np.float64 if isinstance(fill, float) else col.dtype)
+        out[ok] = col[pos[ok]]
+        return out
+
+    return pd.DataFrame(
+        {
+            "row": rows,
+            "name": events["name"].to_numpy()[rows],
+            "kind": events["kind"].to_numpy()[rows],
+            "device": events["device"].to_numpy()[rows],
+            "stream": events["stream"].to_numpy()[rows],
+            "ts": ts[rows],
+            "dur": dur[rows],
+            "correlation": events["correlation"].to_numpy()[rows],
+            "launch_row": launch,
+            "launch_name": name_at(launch, has_l),
+            "launch_ts": at(ts, launch, has_l, np.nan),
+            "launch_dur": at(dur, launch, has_l, np.nan),
+            "launch_tid": at(events["tid"].to_numpy(), launch, has_l, -1),
+            "op_row": op,
+            "op_name": name_at(op, has_o),
+            "launch_delay_us": links["launch_delay_us"].to_numpy()[rows],
+            "link": links["link"].to_numpy()[rows],
+        }
+    )
+
+
+def launch_summary(launches: pd.DataFrame) -> pd.DataFrame:
+    """Launch overhead per runtime call (``cudaLaunchKernel`` ...), and over all.
+
+    Columns: ``launch_name``, ``launches``, ``api_total_us`` and
+    ``api_mean_us`` (time the host spent in the call), and the delay from
+    launch start to device start: ``delay_mean_us``, ``delay_median_us``,
+    ``delay_p90_us``, ``delay_max_us``. The last row (``launch_name`` =
+    ``"all"``) summarises every linked launch.
+    """
+    cols = [
+        "launch_name", "launches", "api_total_us", "api_mean_us",
+        "delay_mean_us", "delay_median_us", "delay_p90_us", "delay_max_us",
+    ]  # fmt: skip
+    linked = launches[launches["launch_row"] >= 0]
+    if linked.empty:
+        return pd.DataFrame(columns=cols)
+    # A launch that enqueued several pieces of work is counted once.
+    first = linked.drop_duplicates("launch_row")
+
+    def row(label: str, part: pd.DataFrame, once: pd.DataFrame) -> dict:
+        d = part["launch_delay_us"].to_numpy()
+        return {
+            "launch_name": label,
+            "launches": len(once),
+            "api_total_us": float(once["launch_dur"].sum()),
+            "api_mean_us": float(once["launch_dur"].mean()),
+            "delay_mean_us": float(np.mean(d)),
+            "delay_median_us": float(np.median(d)),
+            "delay_p90_us": float(np.percentile(d, 90)),
+            "delay_max_us": float(np.max(d)),
+        }
+
+    out = [
+        row(str(name), part, first[first["launch_name"] == name])
+        for name, part in linked.groupby("launch_name", sort=True, observed=True)
+    ]
+    out.append(row("all", linked, first))
+    return pd.DataFrame(out, columns=cols)

@@ -1,9 +1,28 @@
 """Kineto JSON document → columnar events.
 
-The parser makes one pass per column over the decoded events (list
-comprehensions run at C speed) instead of one Python-level pass per event, and
-stores strings as pandas categoricals so that a million kernel launches cost a
-few integer arrays plus one table of distinct names.
+The work is split so that no Python code runs once per event per column:
+
+1. msgspec reads the top level of the document, keeping ``traceEvents`` as a
+   raw view of the file's bytes, which is then cut into pieces of about
+   `CHUNK_BYTES` at event boundaries;
+2. each piece is decoded straight into small typed structs
+   (`schema.Complete` ...), skipping every key no analysis reads, and digested
+   into columns before the next one is decoded, so only one piece of
+   structs is alive at a time (peak memory stays close to the size of the
+   file, and a malformed piece costs only itself the slow path);
+3. each column is pulled out of the structs by a list comprehension feeding
+   ``np.fromiter``, subsets of events (device work, host ops, flows) are
+   gathered with ``itemgetter``, and arguments read only by some events are
+   read only from those;
+4. strings are interned into integer codes as they arrive and become pandas
+   categoricals, so a million kernel launches cost a few integer arrays plus
+   one table of distinct names.
+
+A chunk that breaks the typed schema anywhere is decoded again with loose
+structs and coerced column by column (see `schema`), and a chunk holding
+items that are not events at all is decoded item by item; events that
+make no sense (no name, no finite timestamp, a negative or absurd duration)
+are skipped and counted, with one warning that says how many and why.
 
 The result, `TraceData`, is what every analysis function takes. Nothing here
 knows about devices beyond the category → kind mapping in `categories`.
@@ -12,9 +31,12 @@ knows about devices beyond the category → kind mapping in `categories`.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +48,25 @@ import pandas as pd
 from ..errors import TraceError
 from . import categories as K
 from .reader import gc_paused, read_trace_bytes
-from .schema import EVENTS_DECODER, NO_ARGS, RAW_MISSING, TOP_LEVEL_DECODER, TraceEvent
+from .schema import (
+    DOCUMENT_DECODER,
+    EVENTS_DECODER,
+    LOOSE_EVENT_DECODER,
+    LOOSE_EVENTS_DECODER,
+    NO_LOOSE_ARGS,
+    PHASE_OF_TYPE,
+    RAW_DECODER,
+    RAW_LIST_DECODER,
+    LooseTraceEvent,
+    TraceDocument,
+)
 
 #: Durations above this (one day, in µs) are not real measurements.
 MAX_DURATION_US = 86_400e6
+#: Names longer than this are cut (with a warning). Real C++ kernel names
+#: reach a few thousand characters; anything far beyond is a broken writer,
+#: and would make every table and view unreadable.
+MAX_NAME_CHARS = 16_384
 
 
 @dataclass
@@ -42,21 +79,31 @@ class TraceMeta:
         File it came from, or None for a document parsed from memory.
     t0_us
         Absolute timestamp (µs, trace clock) that the ``ts`` column is relative to.
+    span_us
+        From the first event's start to the last event's end (µs).
     device_properties
         ``deviceProperties`` as written by Kineto (name, memory, SMs ...).
     distributed
         ``distributedInfo`` (rank, world size, backend), empty when absent.
-    rank
-        The rank that wrote the trace, or None.
+    rank, world_size
+        From ``distributedInfo``, or None.
     options
         Capture options recorded in the trace: ``record_shapes``,
         ``profile_memory``, ``with_stack``, ``with_flops``, ``with_modules``.
-    process_names, thread_names
+    process_names, thread_names, process_labels
         From the ``M`` metadata events, for lane labels.
     skipped
         Number of events dropped because they were malformed.
+    skipped_reasons
+        The same, by reason (``"no name"``, ``"negative duration"`` ...).
+    warnings
+        Messages about the file that the user should see (skipped events,
+        replaced bytes, shortened names).
     top_level
         The remaining top-level keys (small values only), for display.
+    time_precision_us
+        Smallest time difference the ``ts`` column can resolve; used as the
+        tolerance when nesting events.
     """
 
     path: str | None = None
@@ -71,6 +118,7 @@ class TraceMeta:
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     process_labels: dict[int, str] = field(default_factory=dict)
     skipped: int = 0
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     top_level: dict[str, Any] = field(default_factory=dict)
     time_precision_us: float = 0.001
@@ -88,7 +136,8 @@ class TraceData:
         ``meta.t0_us``), ``dur`` (µs); ``external_id``, ``correlation``,
         ``device``, ``stream`` (int64, -1 when absent); ``bytes`` (float);
         ``grid``, ``block`` (categoricals); ``registers``, ``shared_memory``,
-        ``occupancy`` (float); ``input_dims``, ``input_types``, ``stack``,
+        ``occupancy``, ``blocks_per_sm``, ``warps_per_sm`` (float);
+        ``input_dims``, ``input_types``, ``concrete_inputs``, ``stack``,
         ``module``, ``kernel_file`` (categoricals, may be all missing);
         ``python_id``, ``python_parent_id`` (int64).
     memory
@@ -109,17 +158,32 @@ class TraceData:
 
 # --------------------------------------------------------------------------- #
 # column helpers
+#
+# Values are pulled out of the structs with list comprehensions (the
+# interpreter specialises their attribute loads) and turned into arrays with
+# ``np.fromiter``, which succeeds whenever every value has the expected type
+# (always, for pieces that decoded with the typed schema); the slow path
+# coerces whatever a loose decode produced.
 
 
-def _floats(values: list[Any]) -> np.ndarray:
+def _take(seq: Sequence[Any], idx: np.ndarray) -> Sequence[Any]:
+    """``[seq[i] for i in idx]``, gathered in C."""
+    if len(idx) == 0:
+        return ()
+    if len(idx) == 1:
+        return (seq[int(idx[0])],)
+    return itemgetter(*idx.tolist())(seq)
+
+
+def _floats(values: Sequence[Any]) -> np.ndarray:
     """Numbers (or None) → float64 array; anything else becomes NaN."""
     try:
         return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").to_numpy(np.float64)
 
 
-def _ints(values: list[Any], missing: int = -1) -> np.ndarray:
+def _ints(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     """Integers (or None, or numeric strings) → int64 array with ``missing``."""
     arr = _floats(values)
     out = np.full(arr.shape, missing, dtype=np.int64)
@@ -128,50 +192,54 @@ def _ints(values: list[Any], missing: int = -1) -> np.ndarray:
     return out
 
 
+def _floats_of(values: list[Any]) -> np.ndarray:
+    """Python floats → float64 array (fast); anything else is coerced (NaN)."""
+    try:
+        return np.fromiter(values, np.float64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        return _floats(values)
+
+
+def _ints_of(values: list[Any]) -> np.ndarray:
+    """Python ints → int64 array (fast); anything else is coerced (-1 when not a number)."""
+    try:
+        return np.fromiter(values, np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        return _ints(values)
+
+
 def _ids(values: list[Any]) -> np.ndarray:
     """pid/tid columns: ints normally, but Kineto also writes strings."""
     try:
-        return np.array(values, dtype=np.int64)
+        return np.fromiter(values, np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
         out = _ints(values)
         # Strings that are not numbers (lane names) get stable negative ids.
         for i, v in enumerate(values):
             if isinstance(v, str) and out[i] == -1:
-                out[i] = -2 - (zlib.crc32(v.encode()) & 0xFFFF)
+                out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
         return out
 
 
-def _categorical(values: list[Any]) -> pd.Categorical:
-    """Intern a list of strings (None = missing) as a categorical.
-
-    ``pd.factorize`` on an object array is a single hash pass; building the
-    categorical from codes avoids pandas re-inferring a string dtype.
-    """
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    codes, uniques = pd.factorize(arr, use_na_sentinel=True)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+def _any_of(objs: Sequence[Any], *attrs: str, raw: bool = False) -> bool:
+    """Whether any object has a non-empty value in any of ``attrs`` (checked in C)."""
+    for attr in attrs:
+        values = map(attrgetter(attr), objs)
+        if any(map(len, values) if raw else values):
+            return True
+    return False
 
 
-def _text(values: list[Any]) -> pd.Categorical:
-    """Strings (or None) → categorical; other JSON values are serialised."""
-    types = set(map(type, values))
-    if not types <= {str, type(None)}:
-        values = [v if (v is None or type(v) is str) else orjson.dumps(v).decode() for v in values]
-    return _categorical(values)
+def _str(value: Any) -> str | None:
+    """A loose value as a name: strings only."""
+    return value if type(value) is str else None
 
 
-def _raw_text(values: list[msgspec.Raw]) -> pd.Categorical:
-    """Raw JSON values (input shapes, grids) → compact JSON text as categories.
-
-    Only the distinct values are re-serialised, so differently spaced copies
-    of one value fall into one group at the cost of a handful of decodes.
-    """
-    cat = _categorical([bytes(v) or None for v in values])
-    names = [_compact_json(b) for b in cat.categories]
-    if len(set(names)) == len(names):
-        return pd.Categorical.from_codes(cat.codes, categories=pd.Index(names, dtype=object))
-    return _categorical([None if c < 0 else names[c] for c in cat.codes])
+def _text_value(value: Any) -> str | None:
+    """A loose value as text: strings as they are, other JSON values serialised."""
+    if value is None or type(value) is str:
+        return value
+    return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode("utf-8", "replace")
 
 
 def _compact_json(raw: bytes) -> str:
@@ -185,21 +253,448 @@ def _missing_text(n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=object))
 
 
-def _scatter_text(n: int, idx: np.ndarray, values: list[Any], raw: bool = False) -> pd.Categorical:
-    """A categorical column of length ``n`` filled only at positions ``idx``."""
-    if len(idx) == 0:
-        return _missing_text(n)
-    sub = _raw_text(values) if raw else _text(values)
-    codes = np.full(n, -1, dtype=np.int32)
-    codes[idx] = sub.codes
-    return pd.Categorical.from_codes(codes, categories=sub.categories)
-
-
 def _scatter(n: int, idx: np.ndarray, values: np.ndarray, fill: float | int) -> np.ndarray:
     out = np.full(n, fill, dtype=values.dtype)
     if len(idx):
         out[idx] = values
     return out
+
+
+# --------------------------------------------------------------------------- #
+
+#: Events decoded at a time when splitting by items.
+CHUNK_EVENTS = 16_384
+
+
+class _Interner:
+    """Integer codes for hashable values, stable across chunks.
+
+    ``None``, ``""`` and ``b""`` (absent values in the typed schema) get -1.
+    Only a chunk's distinct values are looked at in Python; the per-value
+    lookup runs in C (``map(dict.__getitem__)``).
+    """
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {None: -1, "": -1, b"": -1}
+        self.values: list[Any] = []
+
+    def codes(self, values: Sequence[Any]) -> np.ndarray:
+        index = self.index
+        for v in dict.fromkeys(values):
+            if v not in index:
+                index[v] = len(self.values)
+                self.values.append(v)
+        return np.fromiter(map(index.__getitem__, values), np.int32, count=len(values))
+
+    def code(self, value: Any) -> int:
+        """The code of ``value``, or -2 if it was never seen."""
+        return self.index.get(value, -2)
+
+
+_KIND_CODE = {k: i for i, k in enumerate(K.KINDS)}
+_DEVICE_KIND_CODES = np.array([_KIND_CODE[k] for k in K.DEVICE_KINDS], dtype=np.int8)
+#: Phase codes used to partition a decoded chunk.
+_PHASE_CODE = {"X": 0, "s": 1, "f": 2, "M": 3, "i": 4, "I": 4}
+_IGNORED_PHASE = 5
+_NO_PHASE = -1
+_TYPE_CODE = {t: _PHASE_CODE.get(ph, _IGNORED_PHASE) for t, ph in PHASE_OF_TYPE.items()}
+_CORRELATED_KIND_CODES = np.array([_KIND_CODE[k] for k in (*K.DEVICE_KINDS, K.RUNTIME)], dtype=np.int8)
+#: Groups of text arguments interned together (one pass per group, not per
+#: column): their values are joined with a separator that cannot occur in
+#: JSON text (raw control characters are not allowed in it) and split again
+#: once per distinct value at the end.
+_GROUPS = {
+    "launch": ("grid", "block"),
+    "shapes": ("input_dims", "input_types", "concrete_inputs"),
+    "python": ("stack", "module"),
+    "kernel_file": ("kernel_file",),
+}
+_RAW_COLUMNS = frozenset({"grid", "block", "input_dims", "input_types", "concrete_inputs"})
+_SEP = b"\x1f"
+
+
+class _Builder:
+    """Accumulates the columns of a trace, one chunk of events at a time."""
+
+    def __init__(self, meta: TraceMeta) -> None:
+        self.meta = meta
+        self.cat = _Interner()
+        self.names = _Interner()
+        self.groups = {g: _Interner() for g in _GROUPS}
+        self.kind_of_cat = np.zeros(0, dtype=np.int8)
+        self.cols: dict[str, list[np.ndarray]] = {}
+        self.flows: dict[str, list[np.ndarray]] = {}
+        self.memory: dict[str, list[np.ndarray]] = {}
+        self.no_ph = 0
+        self.not_events = 0
+        self.utf8_replaced = 0
+
+    # -- decoding ---------------------------------------------------------- #
+
+    def add(self, chunk: bytes, items: list[Any] | None) -> None:
+        """Decode and digest one chunk: a JSON array of events.
+
+        ``items`` are the chunk's raw items when known; without them a chunk
+        that is not valid JSON means its boundaries were guessed wrong.
+        """
+        events, loose = self._decode(chunk, items)
+        self._digest(events, loose)
+
+    def _decode(self, chunk: bytes, items: list[Any] | None) -> tuple[Sequence[Any], bool]:
+        try:
+            return EVENTS_DECODER.decode(chunk), False
+        except msgspec.ValidationError:
+            pass
+        except msgspec.DecodeError as exc:
+            if "utf-8" not in str(exc).lower():
+                if items is None:
+                    raise _MisSplit from None
+                return self._decode_items(items), True
+            chunk = self._fix_utf8(chunk)
+            items = None
+            try:
+                return EVENTS_DECODER.decode(chunk), False
+            except msgspec.ValidationError:
+                pass
+            except msgspec.DecodeError:
+                raise _MisSplit from None
+        try:
+            return LOOSE_EVENTS_DECODER.decode(chunk), True
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        if items is None:
+            try:
+                items = RAW_LIST_DECODER.decode(chunk)
+            except msgspec.DecodeError:
+                raise _MisSplit from None
+        return self._decode_items(items), True
+
+    def _fix_utf8(self, chunk: bytes) -> bytes:
+        text = bytes(chunk).decode("utf-8", errors="replace")
+        self.utf8_replaced += max(1, text.count("\ufffd") - bytes(chunk).count("\ufffd".encode()))
+        return text.encode("utf-8")
+
+    def _decode_items(self, items: Sequence[Any]) -> list[LooseTraceEvent]:
+        """Slow path: one item at a time, skipping those that are not events."""
+        events: list[LooseTraceEvent] = []
+        for raw in items:
+            try:
+                events.append(LOOSE_EVENT_DECODER.decode(raw))
+                continue
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass
+            try:
+                item = msgspec.json.decode(raw)
+                if isinstance(item, dict) and not isinstance(item.get("args", {}), dict):
+                    item = {k: v for k, v in item.items() if k != "args"}
+                events.append(msgspec.convert(item, LooseTraceEvent, strict=False))
+            except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+                self.not_events += 1
+        return events
+
+    # -- digesting ----------------------------------------------------------- #
+
+    def _append(self, store: dict[str, list[np.ndarray]], **columns: np.ndarray) -> None:
+        for k, v in columns.items():
+            store.setdefault(k, []).append(v)
+
+    def _kinds(self, cat_codes: np.ndarray) -> np.ndarray:
+        known = len(self.kind_of_cat)
+        if len(self.cat.values) > known:
+            new = [_KIND_CODE[K.kind_of_category(c)] for c in self.cat.values[known:]]
+            self.kind_of_cat = np.concatenate([self.kind_of_cat, np.array(new, dtype=np.int8)])
+        # code -1 (no category) picks the trailing OTHER
+        lut = np.append(self.kind_of_cat, np.int8(_KIND_CODE[K.OTHER]))
+        return lut[cat_codes]
+
+    def _digest(self, ev: Sequence[Any], loose: bool) -> None:
+        if not len(ev):
+            return
+        # Partition by phase: typed events carry it as their struct type.
+        if loose:
+            phase = np.fromiter(
+                (_PHASE_CODE.get(_str(e.ph), _NO_PHASE if e.ph is None else _IGNORED_PHASE) for e in ev),
+                np.int8,
+                count=len(ev),
+            )
+        else:
+            phase = np.fromiter(map(_TYPE_CODE.__getitem__, map(type, ev)), np.int8, count=len(ev))
+        self.no_ph += int((phase == _NO_PHASE).sum())
+        other = np.flatnonzero((phase == _PHASE_CODE["M"]) | (phase == _PHASE_CODE["i"]))
+        if len(other):
+            rest = _take(ev, other)
+            _apply_metadata_events([e for e in rest if _phase_of(e) == "M"], self.meta)
+            inst = [e for e in rest if _phase_of(e) in ("i", "I") and e.name == "[memory]"]
+            if inst:
+                self._digest_memory(inst)
+        flow_pos = np.flatnonzero((phase == _PHASE_CODE["s"]) | (phase == _PHASE_CODE["f"]))
+        if len(flow_pos):
+            flows = _take(ev, flow_pos)
+            cat = self.cat.codes([_str(e.cat) for e in flows] if loose else [e.cat for e in flows])
+            keep = np.isin(cat, [self.cat.code(c) for c in K.LAUNCH_FLOW_CATEGORIES])
+            if keep.any():
+                if not keep.all():
+                    flows = _take(flows, np.flatnonzero(keep))
+                self._append(
+                    self.flows,
+                    id=_ints_of([e.id for e in flows]),
+                    is_start=phase[flow_pos[keep]] == _PHASE_CODE["s"],
+                    pid=_ids([e.pid for e in flows]),
+                    tid=_ids([e.tid for e in flows]),
+                    ts=_floats_of([e.ts for e in flows]),
+                )
+        x_pos = np.flatnonzero(phase == _PHASE_CODE["X"])
+        if len(x_pos):
+            xs = _take(ev, x_pos)
+            cat = self.cat.codes([_str(e.cat) for e in xs] if loose else [e.cat for e in xs])
+            # The profiler's own span (cat "Trace", pid "Spans") is not an
+            # event of the program; it only marks the capture window.
+            spans = cat == self.cat.code("Trace")
+            if spans.any():
+                keep = np.flatnonzero(~spans)
+                xs, cat = _take(xs, keep), cat[keep]
+            if len(xs):
+                self._digest_x(xs, cat, loose)
+
+    def _digest_memory(self, inst: list[Any]) -> None:
+        args = [NO_LOOSE_ARGS if e.args is None else e.args for e in inst]
+        self._append(
+            self.memory,
+            ts=_floats_of([e.ts for e in inst]),
+            pid=_ids([e.pid for e in inst]),
+            tid=_ids([e.tid for e in inst]),
+            bytes=_floats_of([a.mem_bytes for a in args]),
+            total_allocated=_floats_of([a.total_allocated for a in args]),
+            total_reserved=_floats_of([a.total_reserved for a in args]),
+            device_type=_ints_of([a.device_type for a in args]),
+            device_id=_ints_of([a.device_id for a in args]),
+        )
+
+    def _digest_x(self, xs: Sequence[Any], cat: np.ndarray, loose: bool) -> None:
+        m = len(xs)
+        kind = self._kinds(cat)
+        if loose:
+            names = [_str(e.name) for e in xs]
+            args = [NO_LOOSE_ARGS if e.args is None else e.args for e in xs]
+            dur = _floats_of([0.0 if e.dur is None else e.dur for e in xs])
+        else:
+            names = [e.name for e in xs]
+            args = [e.args for e in xs]
+            dur = _floats_of([e.dur for e in xs])
+        pid = _ids([e.pid for e in xs])
+        tid = _ids([e.tid for e in xs])
+        out: dict[str, np.ndarray] = {
+            "name": self.names.codes(names),
+            "cat": cat,
+            "kind": kind,
+            "pid": pid,
+            "tid": tid,
+            "ts": _floats_of([e.ts for e in xs]),
+            "dur": dur,
+            "external_id": _ints_of([a.external_id for a in args]),
+        }
+        del names
+
+        # Device-side arguments are read only from device events (host events
+        # never carry them); correlation ids also from runtime calls.
+        dev = np.flatnonzero(np.isin(kind, _DEVICE_KIND_CODES))
+        corr_rows = np.flatnonzero(np.isin(kind, _CORRELATED_KIND_CODES))
+        out["correlation"] = _scatter(
+            m, corr_rows, _ints_of([a.correlation for a in _take(args, corr_rows)]), -1
+        )
+        dargs = _take(args, dev)
+        device = _ints_of([a.device for a in dargs])
+        stream = _ints_of([a.stream for a in dargs])
+        # Kineto puts the device in pid and the stream in tid of device
+        # events; the args are authoritative when present.
+        out["device"] = _scatter(m, dev, np.where(device >= 0, device, pid[dev]), -1)
+        out["stream"] = _scatter(m, dev, np.where(stream >= 0, stream, tid[dev]), -1)
+        out["bytes"] = _scatter(m, dev, _floats_of([a.bytes for a in dargs]), np.nan)
+        out["registers"] = _scatter(m, dev, _floats_of([a.registers for a in dargs]), np.nan)
+        out["shared_memory"] = _scatter(m, dev, _floats_of([a.shared_memory for a in dargs]), np.nan)
+        out["occupancy"] = _scatter(m, dev, _floats_of([a.occupancy for a in dargs]), np.nan)
+        out["blocks_per_sm"] = _scatter(m, dev, _floats_of([a.blocks_per_sm for a in dargs]), np.nan)
+        out["warps_per_sm"] = _scatter(m, dev, _floats_of([a.warps_per_sm for a in dargs]), np.nan)
+        join = _SEP.join
+        launch = None
+        if _any_of(dargs, "grid", "block", raw=True):
+            launch = [join((a.grid, a.block)) for a in dargs]
+        out["launch"] = self._group_codes(m, dev, "launch", launch)
+        kf = None
+        if _any_of(dargs, "kernel_file"):
+            kf = [_text_value(a.kernel_file) for a in dargs] if loose else [a.kernel_file for a in dargs]
+        out["kernel_file"] = self._group_codes(m, dev, "kernel_file", kf)
+        del dargs
+
+        # Host-op arguments, only where the trace recorded them at all.
+        ops = np.flatnonzero(kind == _KIND_CODE[K.CPU_OP])
+        oargs = _take(args, ops)
+        shapes = None
+        if _any_of(oargs, "input_dims", "input_types", "concrete_inputs", raw=True):
+            shapes = [join((a.input_dims, a.input_types, a.concrete_inputs)) for a in oargs]
+        out["shapes"] = self._group_codes(m, ops, "shapes", shapes)
+        python = None
+        if _any_of(oargs, "call_stack", "module_hierarchy"):
+            if loose:
+                python = [(_text_value(a.call_stack), _text_value(a.module_hierarchy)) for a in oargs]
+            else:
+                python = [(a.call_stack, a.module_hierarchy) for a in oargs]
+        out["python"] = self._group_codes(m, ops, "python", python)
+        del oargs
+
+        py = np.flatnonzero(kind == _KIND_CODE[K.PYTHON_FUNCTION])
+        pargs = _take(args, py)
+        out["python_id"] = _scatter(m, py, _ints_of([a.python_id for a in pargs]), -1)
+        out["python_parent_id"] = _scatter(m, py, _ints_of([a.python_parent_id for a in pargs]), -1)
+        self._append(self.cols, **out)
+
+    def _group_codes(self, m: int, idx: np.ndarray, group: str, values: list[Any] | None) -> np.ndarray:
+        codes = np.full(m, -1, dtype=np.int32)
+        if values is not None and len(idx):
+            codes[idx] = self.groups[group].codes(values)
+        return codes
+
+    # -- the result ---------------------------------------------------------- #
+
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        meta = self.meta
+        if self.not_events:
+            meta.skipped_reasons["item(s) that are not event objects"] = self.not_events
+        if self.no_ph:
+            meta.skipped_reasons["event(s) without a 'ph' type"] = self.no_ph
+        if self.utf8_replaced:
+            meta.warnings.append(
+                f"{meta.path or 'trace'}: {self.utf8_replaced} invalid UTF-8 sequence(s) replaced with U+FFFD"
+            )
+        events = self._events_frame() if self.cols else empty_events()
+        if len(events):
+            ts_abs = events["ts"].to_numpy()
+            t0 = float(ts_abs.min())
+            meta.t0_us = t0
+            events["ts"] = ts_abs - t0
+            meta.span_us = float((events["ts"].to_numpy() + events["dur"].to_numpy()).max())
+            # Timestamps were decoded as float64 µs: far from zero (epoch
+            # clocks) their spacing exceeds a nanosecond. Nesting uses this
+            # as its tolerance.
+            meta.time_precision_us = max(0.001, 2 * math.ulp(float(np.abs(ts_abs).max())))
+        return events, self._memory_frame(), self._flow_frame()
+
+    def _events_frame(self) -> pd.DataFrame:
+        meta = self.meta
+        c = {k: np.concatenate(v) for k, v in self.cols.items()}
+        self.cols.clear()
+        ts, dur = c["ts"], c["dur"]
+        reasons = {
+            "without a name": c["name"] < 0,
+            "without a finite timestamp": ~np.isfinite(ts),
+            "with a negative duration": dur < 0,
+            "with a duration that is not finite or longer than a day": ~np.isfinite(dur)
+            | (dur > MAX_DURATION_US),
+        }
+        bad = np.zeros(len(ts), dtype=bool)
+        for reason, mask in reasons.items():
+            # Each event is counted once, under the first reason that applies.
+            new = mask & ~bad
+            if new.any():
+                meta.skipped_reasons[f"event(s) {reason}"] = int(new.sum())
+                bad |= new
+
+        cols: dict[str, Any] = {}
+        for name, values in c.items():
+            if name == "name":
+                cols[name] = self._name_column(values)
+            elif name == "cat":
+                cols[name] = pd.Categorical.from_codes(
+                    values, categories=pd.Index(self.cat.values, dtype=object)
+                ).remove_unused_categories()
+            elif name == "kind":
+                cols[name] = pd.Categorical.from_codes(values, categories=list(K.KINDS))
+            elif name in _GROUPS:
+                cols.update(self._group_columns(name, values))
+            else:
+                cols[name] = values
+        frame = pd.DataFrame(cols, copy=False)
+        if bad.any():
+            frame = frame.loc[~bad].reset_index(drop=True)
+        return frame
+
+    def _name_column(self, codes: np.ndarray) -> pd.Categorical:
+        cats = self.names.values
+        long = [len(n) > MAX_NAME_CHARS for n in cats]
+        if any(long):
+            cats = [n[:MAX_NAME_CHARS] + "…" if is_long else n for n, is_long in zip(cats, long, strict=True)]
+            self.meta.warnings.append(
+                f"{self.meta.path or 'trace'}: {sum(long)} name(s) longer than {MAX_NAME_CHARS} "
+                "characters were shortened"
+            )
+        return _from_codes(codes, cats)
+
+    def _group_columns(self, group: str, codes: np.ndarray) -> dict[str, pd.Categorical]:
+        """Split an interned group (e.g. grid + block) into its text columns."""
+        columns = _GROUPS[group]
+        values = self.groups[group].values
+        parts: list[Sequence[Any]]
+        if not values:
+            parts = [() for _ in values]
+        elif isinstance(values[0], bytes):
+            parts = [v.split(_SEP) for v in values]
+        elif isinstance(values[0], tuple):
+            parts = values
+        else:
+            parts = [(v,) for v in values]
+        out = {}
+        for i, column in enumerate(columns):
+            texts = [p[i] if i < len(p) else None for p in parts]
+            if column in _RAW_COLUMNS:
+                texts = [_compact_json(t) if t else None for t in texts]
+            else:
+                texts = [t or None for t in texts]
+            sub, uniques = pd.factorize(np.array(texts + [None], dtype=object), use_na_sentinel=True)
+            lut = sub.astype(np.int32)  # the trailing None maps code -1 to -1
+            out[column] = pd.Categorical.from_codes(lut[codes], categories=pd.Index(uniques, dtype=object))
+        return out
+
+    def _memory_frame(self) -> pd.DataFrame:
+        cols = {k: np.concatenate(v) for k, v in self.memory.items()} or {
+            "ts": np.array([], dtype=np.float64),
+            "pid": np.array([], dtype=np.int64),
+            "tid": np.array([], dtype=np.int64),
+            "bytes": np.array([], dtype=np.float64),
+            "total_allocated": np.array([], dtype=np.float64),
+            "total_reserved": np.array([], dtype=np.float64),
+            "device_type": np.array([], dtype=np.int64),
+            "device_id": np.array([], dtype=np.int64),
+        }
+        frame = pd.DataFrame(cols)
+        frame["ts"] -= self.meta.t0_us
+        good = np.isfinite(frame["ts"].to_numpy()) & np.isfinite(frame["bytes"].to_numpy())
+        if not good.all():
+            frame = frame[good].reset_index(drop=True)
+        return frame
+
+    def _flow_frame(self) -> pd.DataFrame:
+        cols = {k: np.concatenate(v) for k, v in self.flows.items()} or {
+            "id": np.array([], dtype=np.int64),
+            "is_start": np.array([], dtype=bool),
+            "pid": np.array([], dtype=np.int64),
+            "tid": np.array([], dtype=np.int64),
+            "ts": np.array([], dtype=np.float64),
+        }
+        frame = pd.DataFrame(cols)
+        frame["ts"] -= self.meta.t0_us
+        good = (frame["id"].to_numpy() >= 0) & np.isfinite(frame["ts"].to_numpy())
+        if not good.all():
+            frame = frame[good].reset_index(drop=True)
+        return frame
+
+
+def _from_codes(codes: np.ndarray, values: list[Any]) -> pd.Categorical:
+    """Categorical from codes into ``values``, merging values that became equal."""
+    if len(set(values)) == len(values):
+        return pd.Categorical.from_codes(codes, categories=pd.Index(values, dtype=object))
+    uniq, remap = np.unique(np.array(values, dtype=object), return_inverse=True)
+    lut = np.append(remap, -1)  # code -1 stays missing
+    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(list(uniq), dtype=object))
 
 
 # --------------------------------------------------------------------------- #
@@ -212,18 +707,25 @@ def parse_bytes(data: bytes, path: str | Path | None = None) -> TraceData:
     individual events are skipped and counted in ``meta.skipped`` (with a
     warning), so one bad record never costs the whole file.
     """
+    meta = TraceMeta(path=str(path) if path is not None else None)
     with gc_paused():
-        top, events, bad = _decode(data, path)
-        meta = _parse_meta(top, path)
-        frames = _parse_events(events, meta)
-        bad += meta.skipped
-        meta.skipped = bad
-        del events, top
-    if meta.skipped:
-        msg = f"{meta.path or 'trace'}: skipped {meta.skipped} malformed event(s)"
-        meta.warnings.append(msg)
+        doc, data = _decode_document(data, path, meta)
+        _read_document(doc, meta)
+        try:
+            events, memory, flows = _parse_events(data, doc.traceEvents, meta, by_items=False)
+        except _MisSplit:
+            # Chunk boundaries guessed from the layout fell inside an event
+            # (an unusual writer): split on the true item boundaries instead.
+            meta.skipped_reasons.clear()
+            events, memory, flows = _parse_events(data, doc.traceEvents, meta, by_items=True)
+        del doc
+    if meta.skipped_reasons:
+        meta.skipped = sum(meta.skipped_reasons.values())
+        why = ", ".join(f"{n} {reason}" for reason, n in meta.skipped_reasons.items())
+        meta.warnings.append(f"{meta.path or 'trace'}: skipped {meta.skipped} malformed item(s): {why}")
+    for msg in meta.warnings:
         warnings.warn(msg, stacklevel=2)
-    return TraceData(events=frames[0], memory=frames[1], flows=frames[2], meta=meta)
+    return TraceData(events=events, memory=memory, flows=flows, meta=meta)
 
 
 def parse_document(doc: Any, path: str | Path | None = None) -> TraceData:
@@ -239,59 +741,93 @@ def parse_trace(path: str | Path) -> TraceData:
     return parse_bytes(read_trace_bytes(path), path)
 
 
-def _decode(data: bytes, path: str | Path | None) -> tuple[dict[str, Any], list[TraceEvent], int]:
-    """Split the document into its top level and its decoded events."""
+class _MisSplit(Exception):
+    """A chunk boundary found by pattern was not between two events."""
+
+
+#: Bytes of JSON decoded at a time (about ten thousand events).
+CHUNK_BYTES = 4 << 20
+#: Where one event ends and the next begins: ``}`` ``,`` ``{``. Raw newlines
+#: cannot occur inside JSON strings, and a boundary inside an event leaves
+#: unbalanced brackets on both sides, so a wrong guess never decodes.
+_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+
+
+def _parse_events(
+    data: bytes, raw: msgspec.Raw, meta: TraceMeta, by_items: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    builder = _Builder(meta)
+    for chunk, items in _chunks(data, raw, by_items):
+        builder.add(chunk, items)
+    return builder.finish()
+
+
+def _chunks(data: bytes, raw: msgspec.Raw, by_items: bool) -> Iterator[tuple[bytes, list[Any] | None]]:
+    """The ``traceEvents`` array as a sequence of smaller JSON arrays.
+
+    The fast way slices the file's bytes at event boundaries found by a
+    pattern (`_BETWEEN_EVENTS`); ``by_items`` decodes the array into raw
+    items first (slower, but exact for any layout).
+    """
+    view = memoryview(data)
+    start = _offset_in(data, raw)
+    if by_items or start < 0:
+        items = RAW_LIST_DECODER.decode(raw)
+        for i in range(0, len(items), CHUNK_EVENTS):
+            part = items[i : i + CHUNK_EVENTS]
+            yield b"[" + b",".join(part) + b"]", part
+        return
+    end = start + len(raw) - 1  # the closing bracket
+    a = start + 1
+    while a < end:
+        b = end
+        if end - a > 2 * CHUNK_BYTES:
+            m = _BETWEEN_EVENTS.search(data, a + CHUNK_BYTES, end)
+            if m is not None:
+                b = data.index(b",", m.start(), m.end())
+        yield b"[" + view[a:b] + b"]", None
+        a = b + 1
+
+
+def _offset_in(data: bytes, raw: msgspec.Raw) -> int:
+    """Where a Raw (a view into ``data``) starts in ``data``, or -1.
+
+    The array must start with ``[``; anything else is not a list of events.
+    """
+    n = len(raw)
+    if n < 2:
+        return -1
+    base = np.frombuffer(data, np.uint8).ctypes.data
+    off = np.frombuffer(raw, np.uint8).ctypes.data - base
+    if off < 0 or off + n > len(data) or data[off : off + 1] != b"[" or data[off + n - 1 : off + n] != b"]":
+        return -1
+    return off
+
+
+def _decode_document(data: bytes, path: str | Path | None, meta: TraceMeta) -> tuple[TraceDocument, bytes]:
+    """The top level of the document (with ``traceEvents`` still raw), and the bytes it views."""
     try:
+        doc = DOCUMENT_DECODER.decode(data)
+    except msgspec.ValidationError:
+        # Not an object: the Chrome format also allows a bare event array.
+        if data.lstrip()[:1] != b"[":
+            raise TraceError(path, "not a trace: the top level is not a JSON object") from None
         try:
-            top_raw = TOP_LEVEL_DECODER.decode(data)
-        except msgspec.ValidationError:
-            # Not an object: the Chrome format also allows a bare event array.
-            if data.lstrip()[:1] == b"[":
-                top_raw = {"traceEvents": msgspec.Raw(data)}
-            else:
-                raise TraceError(path, "not a trace: the top level is not a JSON object") from None
+            doc = TraceDocument(traceEvents=RAW_DECODER.decode(data))
+        except msgspec.DecodeError as exc:
+            raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
     except msgspec.DecodeError as exc:
         if "utf-8" not in str(exc).lower():
             raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
-        data = _replace_invalid_utf8(data, path)
-        return _decode(data, path)
-
-    raw_events = top_raw.get("traceEvents")
-    if raw_events is None:
+        text = data.decode("utf-8", errors="replace")
+        replaced = max(1, text.count("\ufffd") - data.count("\ufffd".encode()))
+        meta.warnings.append(f"{path or 'trace'}: {replaced} invalid UTF-8 sequence(s) replaced with U+FFFD")
+        return _decode_document(text.encode("utf-8"), path, meta)
+    if not len(doc.traceEvents):
         raise TraceError(path, "not a Kineto/Chrome trace: no 'traceEvents' key")
-    top: dict[str, Any] = {}
-    for key, raw in top_raw.items():
-        if key == "traceEvents":
-            continue
-        try:
-            top[key] = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            continue
-    bad = 0
-    try:
-        events = EVENTS_DECODER.decode(raw_events)
-    except msgspec.ValidationError:
-        events, bad = _decode_leniently(raw_events, path)
-    return top, events, bad
-
-
-def _decode_leniently(raw: msgspec.Raw, path: str | Path | None) -> tuple[list[TraceEvent], int]:
-    """Slow path for arrays holding some events of the wrong shape."""
-    try:
-        items = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
-    if not isinstance(items, list):
-        raise TraceError(path, "'traceEvents' is not a list")
-    events: list[TraceEvent] = []
-    bad = 0
-    convert = msgspec.convert
-    for item in items:
-        try:
-            events.append(convert(item, TraceEvent, strict=False))
-        except (msgspec.ValidationError, TypeError):
-            bad += 1
-    return events, bad
+    if bytes(memoryview(doc.traceEvents)[:1]) != b"[":
+        raise TraceError(path, "'traceEvents' is not a list of events")
+    return doc, data
 
 
 def _describe_decode_error(exc: Exception) -> str:
@@ -301,36 +837,25 @@ def _describe_decode_error(exc: Exception) -> str:
     return msg if len(msg) < 160 else msg[:159] + "…"
 
 
-def _replace_invalid_utf8(data: bytes, path: str | Path | None) -> bytes:
-    text = data.decode("utf-8", errors="replace")
-    fixed = text.encode("utf-8")
-    replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-    warnings.warn(
-        f"{path or 'trace'}: {max(replaced, 1)} invalid UTF-8 sequence(s) replaced with U+FFFD",
-        stacklevel=4,
-    )
-    return fixed
-
-
-def _parse_meta(doc: dict[str, Any], path: str | Path | None) -> TraceMeta:
-    meta = TraceMeta(path=str(path) if path is not None else None)
-    props = doc.get("deviceProperties")
+def _read_document(doc: TraceDocument, meta: TraceMeta) -> None:
+    props = doc.deviceProperties
     if isinstance(props, list):
         meta.device_properties = [p for p in props if isinstance(p, dict)]
-    dist = doc.get("distributedInfo")
+    dist = doc.distributedInfo
     if isinstance(dist, dict):
         meta.distributed = dist
         meta.rank = _as_int(dist.get("rank"))
         meta.world_size = _as_int(dist.get("world_size"))
     for key in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
-        if key in doc:
-            meta.options[key] = bool(doc[key])
-    for key, value in doc.items():
-        if key in ("deviceProperties", "distributedInfo"):
+        value = getattr(doc, key)
+        if value is not None:
+            meta.options[key] = bool(value)
+    for key in doc.__struct_fields__:
+        value = getattr(doc, key)
+        if key in ("traceEvents", "deviceProperties", "distributedInfo") or value is None:
             continue
         if isinstance(value, (str, int, float, bool)) and len(str(value)) < 500:
             meta.top_level[key] = value
-    return meta
 
 
 def _as_int(value: Any) -> int | None:
@@ -339,29 +864,13 @@ def _as_int(value: Any) -> int | None:
     return int(value) if math.isfinite(value) else None
 
 
-def _parse_events(raw: list[TraceEvent], meta: TraceMeta) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    # The profiler's own span ("PyTorch Profiler (0)", pid "Spans") is not an
-    # event of the program; it only marks the capture window.
-    xs = [e for e in raw if e.ph == "X" and e.cat != "Trace"]
-    others = [e for e in raw if e.ph != "X"]
-    instants = [e for e in others if e.name == "[memory]" and (e.ph == "i" or e.ph == "I")]
-    flows = [e for e in others if (e.ph == "s" or e.ph == "f") and e.cat in K.LAUNCH_FLOW_CATEGORIES]
-    _apply_metadata_events([e for e in others if e.ph == "M"], meta)
-
-    events, meta.skipped = _events_frame(xs)
-    if len(events):
-        ts_abs = events["ts"].to_numpy()
-        t0 = float(ts_abs.min())
-        meta.t0_us = t0
-        events["ts"] = ts_abs - t0
-        meta.span_us = float((events["ts"] + events["dur"]).max())
-        # Timestamps were decoded as float64 µs: far from zero (epoch clocks)
-        # their spacing exceeds a nanosecond. Nesting uses this as tolerance.
-        meta.time_precision_us = max(0.001, 2 * math.ulp(float(np.abs(ts_abs).max())))
-    return events, _memory_frame(instants, meta.t0_us), _flow_frame(flows, meta.t0_us)
+def _phase_of(e: Any) -> str | None:
+    """The phase of a typed or loose event."""
+    ph = PHASE_OF_TYPE.get(type(e))
+    return ph if ph is not None else _str(getattr(e, "ph", None))
 
 
-def _apply_metadata_events(metas: list[TraceEvent], meta: TraceMeta) -> None:
+def _apply_metadata_events(metas: Sequence[Any], meta: TraceMeta) -> None:
     for e in metas:
         args = e.args
         if args is None or not isinstance(e.pid, int):
@@ -387,11 +896,13 @@ _EVENT_COLUMNS = {
     "device": np.int64,
     "stream": np.int64,
     "bytes": np.float64,
-    "grid": "category",
-    "block": "category",
     "registers": np.float64,
     "shared_memory": np.float64,
     "occupancy": np.float64,
+    "blocks_per_sm": np.float64,
+    "warps_per_sm": np.float64,
+    "grid": "category",
+    "block": "category",
     "kernel_file": "category",
     "input_dims": "category",
     "input_types": "category",
@@ -410,133 +921,3 @@ def empty_events() -> pd.DataFrame:
         cols[name] = _missing_text(0) if dtype == "category" else np.array([], dtype=dtype)
     cols["kind"] = pd.Categorical([], categories=list(K.KINDS))
     return pd.DataFrame(cols)
-
-
-_KIND_CODE = {k: i for i, k in enumerate(K.KINDS)}
-
-
-def _events_frame(xs: list[TraceEvent]) -> tuple[pd.DataFrame, int]:
-    if not xs:
-        return empty_events(), 0
-
-    names = [e.name for e in xs]
-    ts = _floats([e.ts for e in xs])
-    dur = _floats([0.0 if e.dur is None else e.dur for e in xs])
-
-    # Validity: a name, a finite time, a sane non-negative duration.
-    name_ok = np.fromiter(map(str.__instancecheck__, names), dtype=bool, count=len(names))
-    ok = name_ok & np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (dur <= MAX_DURATION_US)
-    bad = int(len(xs) - ok.sum())
-    if bad:
-        keep = np.flatnonzero(ok)
-        xs = [xs[i] for i in keep]
-        names = [names[i] for i in keep]
-        ts, dur = ts[keep], dur[keep]
-    n = len(xs)
-    if n == 0:
-        return empty_events(), bad
-
-    cat_raw = _text([e.cat for e in xs])
-    kind_of_cat = np.array(
-        [_KIND_CODE[K.kind_of_category(c)] for c in cat_raw.categories] + [_KIND_CODE[K.OTHER]],
-        dtype=np.int8,
-    )
-    kind_arr = kind_of_cat[cat_raw.codes]  # code -1 (no category) picks the trailing OTHER
-    kind = pd.Categorical.from_codes(kind_arr, categories=list(K.KINDS))
-
-    pid = _ids([e.pid for e in xs])
-    tid = _ids([e.tid for e in xs])
-    args = [NO_ARGS if e.args is None else e.args for e in xs]
-
-    cols: dict[str, Any] = {
-        "name": _categorical(names),
-        "cat": cat_raw,
-        "kind": kind,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "external_id": _ints([a.external_id for a in args]),
-        "correlation": _ints([a.correlation for a in args]),
-    }
-
-    # Device-side arguments are read only from device events: there are far
-    # fewer of them than host events, and host events never carry these keys.
-    dev_idx = np.flatnonzero(np.isin(kind_arr, [_KIND_CODE[k] for k in K.DEVICE_KINDS]))
-    dargs = [args[i] for i in dev_idx]
-    device = _ints([a.device for a in dargs])
-    stream = _ints([a.stream for a in dargs])
-    # Kineto puts the device in pid and the stream in tid of device events;
-    # the args are authoritative when present.
-    device = np.where(device >= 0, device, pid[dev_idx])
-    stream = np.where(stream >= 0, stream, tid[dev_idx])
-    cols["device"] = _scatter(n, dev_idx, device, -1)
-    cols["stream"] = _scatter(n, dev_idx, stream, -1)
-    cols["bytes"] = _scatter(n, dev_idx, _floats([a.bytes for a in dargs]), np.nan)
-    cols["grid"] = _scatter_text(n, dev_idx, [a.grid for a in dargs], raw=True)
-    cols["block"] = _scatter_text(n, dev_idx, [a.block for a in dargs], raw=True)
-    cols["registers"] = _scatter(n, dev_idx, _floats([a.registers for a in dargs]), np.nan)
-    cols["shared_memory"] = _scatter(n, dev_idx, _floats([a.shared_memory for a in dargs]), np.nan)
-    cols["occupancy"] = _scatter(n, dev_idx, _floats([a.occupancy for a in dargs]), np.nan)
-    cols["kernel_file"] = _scatter_text(n, dev_idx, [a.kernel_file for a in dargs])
-
-    # Host-op arguments, only when the trace recorded them at all.
-    op_idx = np.flatnonzero(kind_arr == _KIND_CODE[K.CPU_OP])
-    oargs = [args[i] for i in op_idx]
-    for column, attr, raw in (
-        ("input_dims", "input_dims", True),
-        ("input_types", "input_types", True),
-        ("concrete_inputs", "concrete_inputs", True),
-        ("stack", "call_stack", False),
-        ("module", "module_hierarchy", False),
-    ):
-        values = [getattr(a, attr) for a in oargs]
-        missing = RAW_MISSING if raw else None
-        if any(v != missing and v != "" for v in values[:: max(1, len(values) // 64)]):
-            if not raw:
-                values = [None if v == "" else v for v in values]
-            cols[column] = _scatter_text(n, op_idx, values, raw=raw)
-        else:
-            cols[column] = _missing_text(n)
-
-    py_idx = np.flatnonzero(kind_arr == _KIND_CODE[K.PYTHON_FUNCTION])
-    pargs = [args[i] for i in py_idx]
-    cols["python_id"] = _scatter(n, py_idx, _ints([a.python_id for a in pargs]), -1)
-    cols["python_parent_id"] = _scatter(n, py_idx, _ints([a.python_parent_id for a in pargs]), -1)
-    return pd.DataFrame(cols, copy=False), bad
-
-
-def _memory_frame(instants: list[TraceEvent], t0: float) -> pd.DataFrame:
-    args = [NO_ARGS if e.args is None else e.args for e in instants]
-    frame = pd.DataFrame(
-        {
-            "ts": _floats([e.ts for e in instants]) - t0,
-            "pid": _ids([e.pid for e in instants]),
-            "tid": _ids([e.tid for e in instants]),
-            "bytes": _floats([a.mem_bytes for a in args]),
-            "total_allocated": _floats([a.total_allocated for a in args]),
-            "total_reserved": _floats([a.total_reserved for a in args]),
-            "device_type": _ints([a.device_type for a in args]),
-            "device_id": _ints([a.device_id for a in args]),
-        }
-    )
-    good = np.isfinite(frame["ts"].to_numpy()) & np.isfinite(frame["bytes"].to_numpy())
-    if not good.all():
-        frame = frame[good].reset_index(drop=True)
-    return frame
-
-
-def _flow_frame(flows: list[TraceEvent], t0: float) -> pd.DataFrame:
-    frame = pd.DataFrame(
-        {
-            "id": _ints([e.id for e in flows]),
-            "is_start": np.array([e.ph == "s" for e in flows], dtype=bool),
-            "pid": _ids([e.pid for e in flows]),
-            "tid": _ids([e.tid for e in flows]),
-            "ts": _floats([e.ts for e in flows]) - t0,
-        }
-    )
-    good = (frame["id"].to_numpy() >= 0) & np.isfinite(frame["ts"].to_numpy())
-    if not good.all():
-        frame = frame[good].reset_index(drop=True)
-    return frame

@@ -56,7 +56,7 @@ def read_trace_bytes(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> byte
     if not p.exists():
         raise TraceError(p, "no such file")
     if p.is_dir():
-        raise TraceError(p, "is a folder; use jupyter_torchprof.load_folder() or pass a file")
+        raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it")
     try:
         with open(p, "rb") as fh:
             head = fh.read(2)
