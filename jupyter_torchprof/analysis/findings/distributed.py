@@ -1,0 +1,158 @@
+"""Rule 9: communication that compute does not hide, and straggling ranks.
+
+Exposed communication is the time some collective kernel (NCCL, RCCL ...)
+ran on a device while no compute kernel did: the union of communication
+intervals minus its intersection with the union of compute intervals, per
+device, inside the steps. Part of a collective's time is waiting for the
+slowest rank, which is why stragglers are checked across ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...trace import categories as K
+from ...views.format import fmt_time
+from ..names import describe_kernel
+from .intervals import merge, overlap_with
+from .model import HIGH, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
+from .thresholds import Thresholds
+
+
+def is_communication(name: str) -> bool:
+    """Whether a kernel is a collective / point-to-point communication kernel."""
+    return describe_kernel(name).family == "communication"
+
+
+def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
+    """Communication kernels running while no compute kernel runs, per device."""
+    if not inp.device_traced:
+        return []
+    kern = np.flatnonzero(inp.kind == K.KERNEL)
+    if not len(kern):
+        return []
+    codes = inp.name_codes[kern]
+    uniq = np.unique(codes)
+    comm_codes = [c for c in uniq.tolist() if is_communication(inp.name_of_code(c))]
+    is_comm = np.isin(codes, comm_codes)
+    if not is_comm.any():
+        return []
+    dev = inp.column("device")[kern]
+    out = []
+    for d in sorted(set(dev[is_comm].tolist())):
+        comm = kern[is_comm & (dev == d)]
+        compute = kern[~is_comm & (dev == d)]
+        comm_total = exposed = 0.0
+        exposed_per_kernel = np.zeros(len(comm))
+        for lo, hi in inp.windows:
+            cs = np.clip(inp.ts[comm], lo, hi)
+            ce = np.clip(inp.end[comm], lo, hi)
+            bs, be = merge(cs, ce)
+            ks, ke = merge(np.clip(inp.ts[compute], lo, hi), np.clip(inp.end[compute], lo, hi))
+            comm_total += float((be - bs).sum())
+            exposed += float((be - bs).sum() - overlap_with(ks, ke, bs, be).sum())
+            exposed_per_kernel += (ce - cs) - overlap_with(ks, ke, cs, ce)
+        per = inp.n_steps
+        wall = inp.wall_per_step
+        exp_step = exposed / per
+        pct = 100 * exp_step / wall if wall > 0 else 0.0
+        if pct < th.comm_exposed_min_pct:
+            continue
+        hidden = 100 * (1 - exposed / comm_total) if comm_total > 0 else 0.0
+        top = comm[np.argsort(-exposed_per_kernel, kind="stable")]
+        kernels = list(inp.count_names(comm))
+        out.append(
+            Finding(
+                rule="communication",
+                severity=HIGH if pct >= th.comm_exposed_high_pct else MEDIUM,
+                title=(
+                    f"Communication not overlapped on device {d}: {fmt_time(exp_step)}{inp.per} exposed "
+                    f"({pct:.0f}% of the {inp.unit}); {hidden:.0f}% of it hidden behind compute"
+                ),
+                detail=(
+                    "Collectives ran while no compute kernel did, so the device waited on the "
+                    "network or on other ranks. Overlap them with compute: DDP gradient bucketing "
+                    "(bucket_cap_mb), FSDP prefetching (backward_prefetch, forward_prefetch), "
+                    "async collectives waited on late. Part of this time can be waiting for a "
+                    "slower rank: load all ranks' traces to check for stragglers."
+                ),
+                evidence={
+                    "device": d,
+                    "comm_per_step_us": comm_total / per,
+                    "exposed_per_step_us": exp_step,
+                    "exposed_step_pct": pct,
+                    "hidden_pct": hidden,
+                    "comm_kernels": int(len(comm)),
+                },
+                impact_us=exp_step,
+                event_rows=limit_rows(top[: min(len(top), 200)].tolist(), th.max_event_rows),
+                kernels=kernels,
+            )
+        )
+    return out
+
+
+def find_unchecked_ranks(inp: Inputs, th: Thresholds) -> list[Finding]:
+    """One rank of a multi-rank job: stragglers cannot be checked from it alone."""
+    if not inp.world_size or inp.world_size <= 1:
+        return []
+    return [
+        Finding(
+            rule="stragglers",
+            severity=NOT_CHECKED,
+            title=f"Stragglers not checked: only rank {inp.rank} of {inp.world_size} loaded",
+            detail=(
+                "Load the folder holding every rank's trace (jupyter_torchprof.load(folder)) to "
+                "compare step times across ranks."
+            ),
+            evidence={"rank": inp.rank, "world_size": inp.world_size},
+        )
+    ]
+
+
+def find_stragglers(table: pd.DataFrame, th: Thresholds) -> list[Finding]:
+    """Ranks whose step takes well longer than the median rank's.
+
+    ``table`` is `ranks.cross_rank_table` (``rank``, ``wall_per_step_us``,
+    ``comm_per_step_us``, ``vs_median`` ...).
+    """
+    if table.empty or len(table) < 2:
+        return []
+    median = float(np.median(table["wall_per_step_us"]))
+    out = []
+    for r in table.itertuples(index=False):
+        ratio = float(r.vs_median)
+        if not np.isfinite(ratio) or ratio <= th.straggler_ratio:
+            continue
+        others = table[table["rank"] != r.rank]
+        evidence: dict[str, Any] = {
+            "rank": int(r.rank),
+            "wall_per_step_us": float(r.wall_per_step_us),
+            "median_wall_per_step_us": median,
+            "vs_median": ratio,
+            "comm_per_step_us": float(r.comm_per_step_us),
+            "others_comm_per_step_us": float(others["comm_per_step_us"].median()),
+        }
+        out.append(
+            Finding(
+                rule="stragglers",
+                severity=HIGH if ratio >= th.straggler_high_ratio else MEDIUM,
+                title=(
+                    f"Rank {r.rank} is a straggler: {fmt_time(r.wall_per_step_us)}/step, "
+                    f"{ratio:.2f}× the median rank ({fmt_time(median)})"
+                ),
+                detail=(
+                    "Every collective waits for the slowest rank, so the others idle inside their "
+                    "communication kernels for the difference. Compare this rank's tables with a "
+                    "fast rank's (ranks[a].diff(ranks[b])): uneven inputs (sequence lengths, "
+                    "embedding lookups), a slower GPU or host, or extra work on this rank "
+                    "(logging, checkpointing)."
+                ),
+                evidence=evidence,
+                impact_us=float(r.wall_per_step_us) - median,
+            )
+        )
+    return out

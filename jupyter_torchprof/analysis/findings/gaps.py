@@ -1,0 +1,170 @@
+"""Rule 2: the largest stretches where a device did nothing inside a step.
+
+A gap counts when no stream of the device is busy (a side stream idling
+while the main stream computes is normal). For each large gap the rule says
+what the host was doing meanwhile: the deepest host event covering most of
+the gap (an op, a sync call, a Python frame), or that no profiled op ran.
+The largest idle stretch of every stream is kept in the evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...trace import categories as K
+from ...views.format import fmt_time
+from .intervals import idle_segments, merge
+from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
+from .sync import is_blocking_call
+from .thresholds import Thresholds
+
+
+def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
+    """Up to ``gaps_reported`` largest device-wide idle gaps per device."""
+    if not inp.device_traced:
+        return []
+    act = inp.activity_rows
+    dev = inp.column("device")[act]
+    stream = inp.column("stream")[act]
+    walls = np.array([hi - lo for lo, hi in inp.windows])
+    min_gap = max(th.gap_min_us, th.gap_min_step_pct / 100 * float(np.median(walls)))
+    host = _host_rows(inp)
+    out: list[Finding] = []
+    for d in inp.devices_used:
+        rows = act[dev == d]
+        gaps = _gaps(inp, rows)
+        per_stream: dict[str, float] = {}
+        for st in sorted(set(stream[dev == d].tolist())):
+            g = _gaps(inp, act[(dev == d) & (stream == st)])
+            per_stream[str(st)] = float(g["end"][0] - g["start"][0]) if len(g["start"]) else 0.0
+        size = gaps["end"] - gaps["start"]
+        order = np.argsort(-size, kind="stable")
+        order = order[size[order] >= min_gap][: th.gaps_reported]
+        for i in order.tolist():
+            out.append(_finding(inp, th, d, gaps, i, host, per_stream))
+    return out
+
+
+def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Idle stretches of ``rows``' lane in every step, largest first."""
+    parts: dict[str, list[Any]] = {"start": [], "end": [], "before": [], "after": [], "step": []}
+    s, e = inp.ts[rows], inp.end[rows]
+    for k, (lo, hi) in enumerate(inp.windows):
+        gs, ge, b, a = idle_segments(s, e, lo, hi)
+        parts["start"] += gs.tolist()
+        parts["end"] += ge.tolist()
+        parts["before"] += [int(rows[x]) if x >= 0 else -1 for x in b.tolist()]
+        parts["after"] += [int(rows[x]) if x >= 0 else -1 for x in a.tolist()]
+        parts["step"] += [k] * len(gs)
+    out = {k: np.array(v) for k, v in parts.items()}
+    order = np.argsort(-(out["end"] - out["start"]), kind="stable") if len(out["start"]) else []
+    return {k: v[order] if len(v) else v for k, v in out.items()}
+
+
+def _host_rows(inp: Inputs) -> np.ndarray:
+    host = np.flatnonzero(np.isin(inp.kind, K.HOST_KINDS))
+    return host[~inp.is_step_range[host]]
+
+
+def describe_host(inp: Inputs, host: np.ndarray, lo: float, hi: float, th: Thresholds) -> dict[str, Any]:
+    """What the host did during ``[lo, hi]``: coverage and the deepest explaining event."""
+    length = hi - lo
+    ov = np.minimum(inp.end[host], hi) - np.maximum(inp.ts[host], lo)
+    m = ov > 0
+    rows, ov = host[m], ov[m]
+    if not len(rows) or length <= 0:
+        return {"covered_pct": 0.0, "explained_by": -1, "overlapping": []}
+    bs, be = merge(np.maximum(inp.ts[rows], lo), np.minimum(inp.end[rows], hi))
+    covered = 100 * float((be - bs).sum()) / length
+    explains = rows[ov >= th.gap_explained_pct / 100 * length]
+    best = -1
+    if len(explains):
+        depth = inp.column("depth")[explains]
+        best = int(explains[np.argmax(depth)])
+    top = rows[np.argsort(-ov, kind="stable")[:10]]
+    return {"covered_pct": covered, "explained_by": best, "overlapping": top.tolist()}
+
+
+def _finding(
+    inp: Inputs,
+    th: Thresholds,
+    device: int,
+    gaps: dict[str, np.ndarray],
+    i: int,
+    host: np.ndarray,
+    per_stream: dict[str, float],
+) -> Finding:
+    lo, hi = float(gaps["start"][i]), float(gaps["end"][i])
+    size = hi - lo
+    k = int(gaps["step"][i])
+    w_lo, w_hi = inp.windows[k]
+    step_pct = 100 * size / (w_hi - w_lo) if w_hi > w_lo else 100.0
+    step_no = int(inp.steps["step"].iloc[k]) if inp.has_steps else None
+    before, after = int(gaps["before"][i]), int(gaps["after"][i])
+    what = describe_host(inp, host, lo, hi, th)
+    best = what["explained_by"]
+    chain = [r for r in inp.chain(best) if not inp.is_step_range[r]] if best >= 0 else []
+    chain_names = [str(inp.names[r]) for r in chain]
+    if chain:
+        short = " › ".join(chain_names[-2:])
+        doing = f"host in {short}"
+        if inp.kind[best] == K.RUNTIME and is_blocking_call(str(inp.names[best])):
+            hint = (
+                "The host was waiting for the device in a sync, and the device then waited for the "
+                "host to launch again; see the synchronisation findings."
+            )
+        else:
+            hint = "The host was busy and the device ran out of queued work."
+    else:
+        doing = f"no single op (host ops cover {what['covered_pct']:.0f}%)"
+        hint = (
+            "No profiled op explains the gap: Python between ops, data loading, another thread or "
+            "process. Profile with --stack to see the Python side."
+        )
+    where = f" in step {step_no}" if step_no is not None else ""
+    title = f"Device {device} idle {fmt_time(size)}{where} ({step_pct:.0f}% of the {inp.unit}): {doing}"
+    detail = hint
+    if chain_names:
+        detail += " Host call chain: " + " › ".join(chain_names) + "."
+    if before >= 0 or after >= 0:
+        detail += f" Between {_short(inp, before) or 'step start'} and {_short(inp, after) or 'step end'}."
+    severity = (
+        HIGH if step_pct >= th.gap_high_step_pct else MEDIUM if step_pct >= th.gap_medium_step_pct else INFO
+    )
+    stream_col = inp.column("stream")
+    evidence: dict[str, Any] = {
+        "device": device,
+        "step": step_no,
+        "start_us": lo,
+        "end_us": hi,
+        "gap_us": size,
+        "step_pct": step_pct,
+        "stream_before": int(stream_col[before]) if before >= 0 else None,
+        "kernel_before": str(inp.names[before]) if before >= 0 else None,
+        "kernel_after": str(inp.names[after]) if after >= 0 else None,
+        "host_chain": chain_names,
+        "host_covered_pct": what["covered_pct"],
+        "largest_gap_per_stream_us": per_stream,
+    }
+    ops = sorted({str(inp.names[r]) for r in chain if inp.kind[r] in (K.CPU_OP, K.USER_ANNOTATION)})
+    return Finding(
+        rule="idle_gaps",
+        severity=severity,
+        title=title,
+        detail=detail,
+        evidence=evidence,
+        impact_us=size / inp.n_steps,
+        event_rows=limit_rows([before, after, *chain, *what["overlapping"]], th.max_event_rows),
+        ops=ops,
+        kernels=[str(inp.names[r]) for r in (before, after) if r >= 0],
+    )
+
+
+def _short(inp: Inputs, row: int) -> str:
+    if row < 0:
+        return ""
+    from ..names import describe_kernel
+
+    return describe_kernel(str(inp.names[row]), max_len=60).short

@@ -1,0 +1,79 @@
+"""Interval arithmetic on numpy arrays: merged blocks, gaps, overlaps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted blocks covering the union of the intervals."""
+    if len(start) == 0:
+        return np.array([], dtype=np.float64), np.array([], dtype=np.float64)
+    order = np.argsort(start, kind="stable")
+    s = start[order].astype(np.float64)
+    e = np.maximum.accumulate(end[order].astype(np.float64))
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    block = np.cumsum(new) - 1
+    bs = s[new]
+    be = np.zeros(len(bs))
+    np.maximum.at(be, block, e)
+    return bs, be
+
+
+def covered_until(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Length of the union of blocks ``[bs, be)`` lying before each time ``t``."""
+    t = np.asarray(t, dtype=np.float64)
+    if len(bs) == 0:
+        return np.zeros(t.shape)
+    lengths = be - bs
+    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    i = np.searchsorted(bs, t, side="right") - 1  # last block starting at or before t
+    inside = np.where(i >= 0, np.clip(t - bs[np.maximum(i, 0)], 0.0, lengths[np.maximum(i, 0)]), 0.0)
+    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0.0)
+
+
+def overlap_with(bs: np.ndarray, be: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each interval, how much of it the blocks ``[bs, be)`` cover."""
+    return covered_until(bs, be, end) - covered_until(bs, be, start)
+
+
+def idle_segments(
+    start: np.ndarray, end: np.ndarray, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Idle stretches of a lane inside the window ``[lo, hi]``.
+
+    Returns ``(gap_start, gap_end, before, after)`` where ``before`` and
+    ``after`` are positions (into ``start``) of the interval that ended last
+    before the gap and of the one that starts it (-1 at the window edges).
+    """
+    keep = np.flatnonzero((end > lo) & (start < hi))
+    if len(keep) == 0:
+        return np.array([lo]), np.array([hi]), np.array([-1]), np.array([-1])
+    order = keep[np.argsort(start[keep], kind="stable")]
+    s = np.clip(start[order], lo, hi)
+    e = np.clip(end[order], lo, hi)
+    e_acc = np.maximum.accumulate(e)
+    # The interval holding the running maximum end is the one the gap follows.
+    holder = np.maximum.accumulate(np.where(e >= e_acc, np.arange(len(e)), 0))
+    gap_s = [lo] if s[0] > lo else []
+    gap_e = [s[0]] if s[0] > lo else []
+    before = [-1] if s[0] > lo else []
+    after = [int(order[0])] if s[0] > lo else []
+    inner = np.flatnonzero(s[1:] > e_acc[:-1])
+    gap_s += e_acc[inner].tolist()
+    gap_e += s[inner + 1].tolist()
+    before += order[holder[inner]].tolist()
+    after += order[inner + 1].tolist()
+    if e_acc[-1] < hi:
+        gap_s.append(float(e_acc[-1]))
+        gap_e.append(hi)
+        before.append(int(order[holder[-1]]))
+        after.append(-1)
+    return (
+        np.array(gap_s, dtype=np.float64),
+        np.array(gap_e, dtype=np.float64),
+        np.array(before, dtype=np.int64),
+        np.array(after, dtype=np.int64),
+    )

@@ -1,0 +1,353 @@
+"""What a finding is, and the inputs every rule reads.
+
+Rules are pure functions ``rule(inputs, thresholds) -> list[Finding]``.
+`Inputs` bundles the already computed tables of a profile (events with their
+call tree and links, steps, summary, kernel table, trace metadata) and derives,
+once and lazily, the arrays several rules share (step windows, names, kinds).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...trace import categories as K
+
+HIGH = "high"
+MEDIUM = "medium"
+INFO = "info"
+NOT_CHECKED = "not checked"
+#: Severity levels, most urgent first (the sort order of the findings table).
+SEVERITIES = (HIGH, MEDIUM, INFO, NOT_CHECKED)
+
+#: Columns of the findings table, in order.
+COLUMNS = ["severity", "title", "detail", "evidence", "rule", "impact_us", "event_rows", "ops", "kernels"]
+
+_STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
+
+
+@dataclass
+class Finding:
+    """One thing an expert would point at in the trace.
+
+    Attributes
+    ----------
+    rule
+        Identifier of the rule that produced it (``overhead``, ``sync`` ...).
+    severity
+        One of `SEVERITIES`.
+    title
+        One line with the key number.
+    detail
+        What it means and what to try.
+    evidence
+        The numbers behind it (plain Python values, JSON-friendly).
+    impact_us
+        Time per step at stake (µs), used to order findings of one severity.
+    event_rows
+        Positions in ``Profile.events`` of the events that show it (for the
+        timeline), at most ``Thresholds.max_event_rows``.
+    ops, kernels
+        Names of the op-table and kernel-table rows involved.
+    """
+
+    rule: str
+    severity: str
+    title: str
+    detail: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    impact_us: float = 0.0
+    event_rows: list[int] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+
+
+def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
+    """Findings as a DataFrame with `COLUMNS`, most severe and costly first."""
+    rows = [
+        {
+            "severity": f.severity,
+            "title": f.title,
+            "detail": f.detail,
+            "evidence": f.evidence,
+            "rule": f.rule,
+            "impact_us": float(f.impact_us) if np.isfinite(f.impact_us) else 0.0,
+            "event_rows": [int(r) for r in f.event_rows],
+            "ops": list(f.ops),
+            "kernels": list(f.kernels),
+        }
+        for f in findings
+    ]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=float if c == "impact_us" else object) for c in COLUMNS})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    rank = frame["severity"].map({s: i for i, s in enumerate(SEVERITIES)}).fillna(len(SEVERITIES))
+    frame = frame.assign(_rank=rank, _neg=-frame["impact_us"])
+    frame = frame.sort_values(["_rank", "_neg"], kind="stable").drop(columns=["_rank", "_neg"])
+    return frame.reset_index(drop=True)
+
+
+@dataclass
+class Inputs:
+    """Everything a rule may read, already computed by the `Profile`.
+
+    Parameters
+    ----------
+    events
+        ``Profile.events``: parsed columns plus ``parent``, ``depth``,
+        ``launch``, ``op`` (positions, -1 when none).
+    steps
+        ``Profile.steps``.
+    summary
+        ``Profile.summary``.
+    kernels
+        ``Profile.kernels``.
+    device_properties
+        ``deviceProperties`` of the trace.
+    world_size, rank
+        From ``distributedInfo``.
+    device_kind
+        The backend a live run profiled (``cuda``, ``mps``, ``cpu`` ...), None
+        for a loaded trace.
+    compile_stats
+        Graph breaks / recompiles of a ``--compile`` run, when the capture
+        recorded them (any mapping or object; read defensively).
+    """
+
+    events: pd.DataFrame
+    steps: pd.DataFrame
+    summary: Mapping[str, Any]
+    kernels: pd.DataFrame
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    world_size: int | None = None
+    rank: int | None = None
+    device_kind: str | None = None
+    compile_stats: Any = None
+
+    # ------------------------------------------------------------------ #
+    # columns as arrays (shared by the rules)
+
+    @cached_property
+    def names(self) -> np.ndarray:
+        """Event names as an object array."""
+        return self.events["name"].astype(object).to_numpy()
+
+    @cached_property
+    def _name_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        col = self.events["name"]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            return col.cat.codes.to_numpy().astype(np.int64), col.cat.categories.to_numpy(dtype=object)
+        codes, uniques = pd.factorize(col.astype(object))
+        return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+    @property
+    def name_codes(self) -> np.ndarray:
+        """One integer per distinct event name (-1 for none).
+
+        Rules group and match names through these codes: kernel names run to
+        hundreds of characters, and turning them into a fixed-width string
+        array would copy megabytes per rule.
+        """
+        return self._name_codes[0]
+
+    def name_of_code(self, code: int) -> str:
+        """The event name behind a `name_codes` value."""
+        return str(self._name_codes[1][code]) if code >= 0 else ""
+
+    def rows_named(self, wanted: Iterable[str], rows: np.ndarray | None = None) -> np.ndarray:
+        """Rows (of ``rows``, default all) whose name is one of ``wanted``."""
+        cats = self._name_codes[1]
+        wanted_set = set(wanted)
+        codes = np.flatnonzero(np.fromiter((c in wanted_set for c in cats), dtype=bool, count=len(cats)))
+        if rows is None:
+            rows = np.arange(len(self.events))
+        return rows[np.isin(self.name_codes[rows], codes)]
+
+    def count_names(self, rows: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+        """Occurrences (or summed ``weights``) per name among ``rows``, largest first."""
+        codes = self.name_codes[rows]
+        ok = codes >= 0
+        uniq, inv = np.unique(codes[ok], return_inverse=True)
+        sums = np.bincount(inv, weights=None if weights is None else weights[ok], minlength=len(uniq))
+        order = np.argsort(-sums, kind="stable")
+        return {self.name_of_code(int(uniq[i])): sums[i].item() for i in order}
+
+    @cached_property
+    def kind(self) -> np.ndarray:
+        """Event kinds as an object array of strings."""
+        return self.events["kind"].astype(object).to_numpy()
+
+    @cached_property
+    def ts(self) -> np.ndarray:
+        """Start times (µs)."""
+        return self.events["ts"].to_numpy(np.float64)
+
+    @cached_property
+    def dur(self) -> np.ndarray:
+        """Durations (µs)."""
+        return self.events["dur"].to_numpy(np.float64)
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        """End times (µs)."""
+        return self.ts + self.dur
+
+    def column(self, name: str, fill: int = -1) -> np.ndarray:
+        """An integer column of the events, or ``fill`` everywhere if absent."""
+        if name in self.events:
+            return self.events[name].to_numpy()
+        return np.full(len(self.events), fill, dtype=np.int64)
+
+    @cached_property
+    def parent(self) -> np.ndarray:
+        """Host call-tree parent of each event (-1 for none)."""
+        return self.column("parent")
+
+    @cached_property
+    def is_step_range(self) -> np.ndarray:
+        """True for the ``ProfilerStep#k`` ranges themselves."""
+        out = np.zeros(len(self.events), dtype=bool)
+        ann = np.flatnonzero(self.kind == K.USER_ANNOTATION)
+        if len(ann):
+            out[ann] = [bool(_STEP_NAME.match(str(n))) for n in self.names[ann]]
+        return out
+
+    # ------------------------------------------------------------------ #
+    # steps
+
+    @cached_property
+    def device_traced(self) -> bool:
+        """Whether the trace holds any device activity."""
+        return bool(self.summary.get("device_traced"))
+
+    @cached_property
+    def n_steps(self) -> int:
+        """Profiled steps (1 for a trace without ``ProfilerStep`` ranges)."""
+        return max(int(self.summary.get("steps") or 0), 1)
+
+    @cached_property
+    def has_steps(self) -> bool:
+        """Whether the trace has ``ProfilerStep`` ranges."""
+        return not self.steps.empty
+
+    @cached_property
+    def windows(self) -> list[tuple[float, float]]:
+        """(start, end) of each profiled step, or the whole trace as one."""
+        if self.has_steps:
+            lo = self.steps["start_us"].to_numpy(np.float64)
+            hi = lo + self.steps["wall_us"].to_numpy(np.float64)
+            return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
+        span = float(self.summary.get("span_us") or (self.end.max() if len(self.events) else 0.0))
+        return [(0.0, span)]
+
+    @cached_property
+    def unit(self) -> str:
+        """``"step"``, or ``"trace"`` when the trace has no steps."""
+        return "step" if self.has_steps else "trace"
+
+    @cached_property
+    def per(self) -> str:
+        """``"/step"`` after a per-step figure, empty for a trace without steps."""
+        return "/step" if self.has_steps else ""
+
+    @cached_property
+    def wall_per_step(self) -> float:
+        """Wall time per step (µs)."""
+        return float(self.summary.get("wall_per_step_us") or 0.0)
+
+    def in_steps(self, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` start inside a profiled step."""
+        t = self.ts[rows]
+        inside = np.zeros(len(rows), dtype=bool)
+        for lo, hi in self.windows:
+            inside |= (t >= lo) & (t < hi)
+        return inside
+
+    def step_of(self, rows: np.ndarray) -> np.ndarray:
+        """Index (into `windows`) of the step each row starts in, -1 outside."""
+        t = self.ts[rows]
+        out = np.full(len(rows), -1, dtype=np.int64)
+        for i, (lo, hi) in enumerate(self.windows):
+            out[(t >= lo) & (t < hi)] = i
+        return out
+
+    # ------------------------------------------------------------------ #
+    # host call tree
+
+    def chain(self, row: int) -> list[int]:
+        """``row`` and its host ancestors, outermost first."""
+        out = []
+        parent = self.parent
+        seen = 0
+        while row >= 0 and seen < 512:  # depth guard against a corrupt tree
+            out.append(int(row))
+            row = int(parent[row])
+            seen += 1
+        return out[::-1]
+
+    def op_chain(self, row: int) -> list[int]:
+        """The ``cpu_op`` ancestors of ``row`` (itself included), outermost first."""
+        return [r for r in self.chain(row) if self.kind[r] == K.CPU_OP]
+
+    def annotation_of(self, row: int) -> int:
+        """Innermost ``record_function`` range around ``row`` (not a step), or -1."""
+        for r in reversed(self.chain(row)):
+            if self.kind[r] == K.USER_ANNOTATION and not self.is_step_range[r]:
+                return r
+        return -1
+
+    def stack_of(self, rows: list[int]) -> str | None:
+        """The first recorded Python stack among ``rows`` (outermost first)."""
+        if "stack" not in self.events:
+            return None
+        col = self.events["stack"]
+        for r in rows:
+            v = col.iat[r]
+            if isinstance(v, str) and v:
+                return v
+        return None
+
+    # ------------------------------------------------------------------ #
+    # device
+
+    @cached_property
+    def activity_rows(self) -> np.ndarray:
+        """Rows of kernels, memcpys and memsets."""
+        return np.flatnonzero(np.isin(self.kind, K.DEVICE_ACTIVITY))
+
+    @cached_property
+    def devices_used(self) -> list[int]:
+        """Devices with any activity."""
+        dev = self.column("device")[self.activity_rows]
+        return sorted({int(d) for d in dev.tolist()})
+
+    def props_of(self, device: int) -> dict[str, Any]:
+        """``deviceProperties`` entry of ``device`` (by id, else position)."""
+        for p in self.device_properties:
+            if p.get("id") == device:
+                return p
+        if 0 <= device < len(self.device_properties):
+            return self.device_properties[device]
+        return {}
+
+    def op_name(self, row: int) -> str:
+        """Name of event ``row`` (empty for -1)."""
+        return str(self.names[row]) if row >= 0 else ""
+
+
+def limit_rows(rows: Iterable[int], limit: int) -> list[int]:
+    """Sorted unique event rows, cut to ``limit``."""
+    arr = np.unique(np.fromiter((int(r) for r in rows if r >= 0), dtype=np.int64))
+    return arr[:limit].tolist() if limit >= 0 else arr.tolist()
+
+
+def plural(n: float, word: str, many: str | None = None) -> str:
+    """``1 copy``, ``3 copies``: count and noun."""
+    n_int = int(round(n))
+    return f"{n_int:,} {word if n_int == 1 else (many or word + 's')}"

@@ -1,0 +1,142 @@
+"""Rule 7: read the trace, not the mean.
+
+Kernel variance: calls of one kernel with the same launch configuration
+(grid and block) do the same amount of work, so a max far above their median
+is time lost to something else (contention with another stream, throttling,
+a cold cache), and the mean hides it.
+
+Cold start: the first profiled step far slower than the others still pays
+for warming up (lazy init, autotuning, allocator growth, compilation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...trace import categories as K
+from ...views.format import fmt_time
+from ..names import describe_kernel
+from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
+from .thresholds import Thresholds
+
+
+def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
+    """Kernels whose slowest call is far above the median of identical launches."""
+    if not inp.device_traced:
+        return []
+    rows = np.flatnonzero(inp.kind == K.KERNEL)
+    if inp.has_steps and len(rows):
+        rows = rows[inp.in_steps(rows)]
+    # A collective's time is mostly waiting for the other ranks, so its spread
+    # says nothing about the kernel; rule 9 looks at it instead.
+    codes = inp.name_codes[rows]
+    comm = [
+        c for c in np.unique(codes).tolist() if describe_kernel(inp.name_of_code(c)).family == "communication"
+    ]
+    rows = rows[~np.isin(codes, comm)]
+    if len(rows) < th.variance_min_calls:
+        return []
+    ev = inp.events
+    has_grid = ev["grid"].iloc[rows].notna().any() if "grid" in ev else False
+    frame = pd.DataFrame(
+        {
+            "row": rows,
+            "name": inp.name_codes[rows],
+            "grid": ev["grid"].astype(object).to_numpy()[rows] if has_grid else "",
+            "block": ev["block"].astype(object).to_numpy()[rows] if has_grid else "",
+            "dur": inp.dur[rows],
+        }
+    ).fillna("")
+    g = frame.groupby(["name", "grid", "block"], sort=False)["dur"]
+    stats = g.agg(["size", "median", "max"])
+    stats = stats[
+        (stats["size"] >= th.variance_min_calls)
+        & (stats["max"] >= th.variance_max_over_median * stats["median"])
+        & (stats["max"] - stats["median"] >= th.variance_min_spread_us)
+    ]
+    if stats.empty:
+        return []
+    frame["median"] = g.transform("median")
+    frame["excess"] = np.maximum(frame["dur"] - frame["median"], 0.0)
+    excess = frame.groupby(["name", "grid", "block"], sort=False)["excess"].sum()
+    stats = stats.assign(excess=excess.reindex(stats.index)).sort_values("excess", ascending=False)
+    per = inp.n_steps
+    dev_busy = float(inp.summary.get("device_busy_per_step_us") or 0.0)
+    out = []
+    for (code, grid, block), r in stats.head(th.variance_reported).iterrows():
+        members = frame[(frame["name"] == code) & (frame["grid"] == grid) & (frame["block"] == block)]
+        name = inp.name_of_code(int(code))
+        slow = members.sort_values("dur", ascending=False)
+        excess_step = float(r["excess"]) / per
+        share = 100 * excess_step / dev_busy if dev_busy > 0 else 0.0
+        same = "same grid and block" if has_grid else "launch sizes not recorded, so calls may differ in size"
+        short = describe_kernel(name, max_len=60).short
+        out.append(
+            Finding(
+                rule="variance",
+                severity=MEDIUM if share >= th.variance_medium_pct else INFO,
+                title=(
+                    f"Kernel time varies: {short} median {fmt_time(r['median'])}, max "
+                    f"{fmt_time(r['max'])} ({r['max'] / r['median']:.1f}×) over {int(r['size'])} calls"
+                ),
+                detail=(
+                    f"Read the trace, not the mean ({same}): the slowest calls cost "
+                    f"{fmt_time(excess_step)}{inp.per} above the median. Look at what ran beside them "
+                    "in the timeline: another stream (communication, copies) competing for the "
+                    "device, clock throttling, or a cold cache after a long gap."
+                ),
+                evidence={
+                    "kernel": name,
+                    "grid": grid or None,
+                    "block": block or None,
+                    "calls": int(r["size"]),
+                    "median_us": float(r["median"]),
+                    "max_us": float(r["max"]),
+                    "max_over_median": float(r["max"] / r["median"]) if r["median"] > 0 else float("inf"),
+                    "excess_per_step_us": excess_step,
+                    "slowest_us": slow["dur"].head(5).tolist(),
+                },
+                impact_us=excess_step,
+                event_rows=limit_rows(slow["row"].head(50).tolist(), th.max_event_rows),
+                kernels=[name],
+            )
+        )
+    return out
+
+
+def find_cold_start(inp: Inputs, th: Thresholds) -> list[Finding]:
+    """The first profiled step much slower than the median of the others."""
+    steps = inp.steps
+    if len(steps) < 2:
+        return []
+    walls = steps["wall_us"].to_numpy(np.float64)
+    first, rest = float(walls[0]), float(np.median(walls[1:]))
+    if rest <= 0 or first < th.cold_start_ratio * rest or first - rest < th.cold_start_min_excess_us:
+        return []
+    ratio = first / rest
+    step_rows = np.flatnonzero(inp.is_step_range)
+    first_rows = step_rows[inp.names[step_rows].astype(str) == f"ProfilerStep#{int(steps['step'].iloc[0])}"]
+    return [
+        Finding(
+            rule="cold_start",
+            severity=MEDIUM,
+            title=(
+                f"First step {ratio:.1f}× slower than the rest ({fmt_time(first)} vs median {fmt_time(rest)})"
+            ),
+            detail=(
+                "Something still warmed up in the first profiled step: lazy initialisation, "
+                "cuDNN/Inductor autotuning, allocator growth or compilation. It is not what the loop "
+                "costs: raise --warmup, and read the later steps."
+            ),
+            evidence={
+                "first_step": int(steps["step"].iloc[0]),
+                "first_wall_us": first,
+                "rest_median_wall_us": rest,
+                "ratio": ratio,
+                "steps": len(steps),
+            },
+            impact_us=(first - rest) / len(steps),
+            event_rows=limit_rows(first_rows.tolist(), th.max_event_rows),
+        )
+    ]

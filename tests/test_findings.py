@@ -1,0 +1,671 @@
+"""Findings on the real traces, each number checked against the raw trace events.
+
+Every rule gets a trace where it should fire and one where it should not. The
+oracle is the trace file read with the json module (tracefiles.raw_events) and
+small, obviously correct interval sweeps written here, never the code under
+test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+import statistics
+from collections import Counter
+
+import pytest
+from tracefiles import REAL_TRACES, raw_events, real_trace
+
+from jupyter_torchprof import load
+from jupyter_torchprof.analysis.findings import (
+    SEVERITIES,
+    THRESHOLDS,
+    Finding,
+    find,
+    findings_frame,
+    inputs_from_profile,
+)
+from jupyter_torchprof.ranks import RankSet
+from jupyter_torchprof.views.findings import findings_html, findings_text
+
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+DEVICE_RULES = {"overhead", "idle_gaps", "launch", "sync", "copies", "precision", "variance", "communication"}
+STEP = re.compile(r"^ProfilerStep#\d+$")
+
+
+# --------------------------------------------------------------------------- #
+# oracle: the raw events and plain interval sweeps
+
+
+@functools.cache
+def profile(name: str):
+    return load(str(real_trace(name)))
+
+
+@functools.cache
+def raw(name: str) -> list[dict]:
+    return [e for e in raw_events(real_trace(name)) if e.get("ph") == "X" and e.get("cat") != "Trace"]
+
+
+def findings(name: str, rule: str | None = None):
+    f = profile(name).findings
+    return f if rule is None else f[f["rule"] == rule]
+
+
+def steps_of(ev: list[dict]) -> list[tuple[float, float]]:
+    """(start, end) of each ProfilerStep range on the host."""
+    return sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") == "user_annotation" and STEP.match(e["name"])
+    )
+
+
+def in_windows(e: dict, windows: list[tuple[float, float]]) -> bool:
+    return any(lo <= e["ts"] < hi for lo, hi in windows)
+
+
+def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Merged, sorted blocks."""
+    out: list[list[float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(a, b) for a, b in out]
+
+
+def clip(intervals, lo, hi):
+    return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
+
+
+def largest_gap(intervals, windows) -> float:
+    """Largest idle stretch inside any window (edges count)."""
+    best = 0.0
+    for lo, hi in windows:
+        t = lo
+        for s, e in union(clip(intervals, lo, hi)):
+            best = max(best, s - t)
+            t = max(t, e)
+        best = max(best, hi - t)
+    return best
+
+
+def time_where(a, b, lo, hi) -> float:
+    """Time inside [lo, hi] covered by some interval of ``a`` and none of ``b`` (a sweep)."""
+    points = []
+    for s, e in clip(a, lo, hi):
+        points += [(s, 0, 1), (e, 0, -1)]
+    for s, e in clip(b, lo, hi):
+        points += [(s, 1, 1), (e, 1, -1)]
+    points.sort()
+    count = [0, 0]
+    total, last = 0.0, lo
+    for t, which, delta in points:
+        if count[0] > 0 and count[1] == 0:
+            total += t - last
+        count[which] += delta
+        last = t
+    return total
+
+
+def device_id(e: dict) -> int:
+    return int(e.get("args", {}).get("device", e.get("pid")))
+
+
+def rows_by_severity(f) -> list[str]:
+    return f["severity"].tolist()
+
+
+# --------------------------------------------------------------------------- #
+# the table itself
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a100_nccl_rank0.pt.trace.json.gz",
+        "gp100_sgd_step_user_annotation.pt.trace.json.gz",
+        "diff_pair/test.pt.trace.json.gz",
+    ],
+)
+def test_columns_order_and_links(name):
+    p = profile(name)
+    f = p.findings
+    assert list(f.columns[:4]) == ["severity", "title", "detail", "evidence"]
+    assert {"rule", "impact_us", "event_rows", "ops", "kernels"} <= set(f.columns)
+    # most severe first, then the most time at stake
+    ranks = [SEVERITIES.index(s) for s in f["severity"]]
+    assert ranks == sorted(ranks)
+    for sev in set(f["severity"]):
+        impacts = f.loc[f["severity"] == sev, "impact_us"].tolist()
+        assert impacts == sorted(impacts, reverse=True)
+    n = len(p.events)
+    op_names = set(p.ops["name"])
+    kernel_names = set(p.kernels["name"])
+    for r in f.itertuples():
+        assert all(0 <= x < n for x in r.event_rows)
+        assert set(r.ops) <= op_names, r.title
+        assert set(r.kernels) <= kernel_names, r.title
+        if r.severity != "not checked":
+            assert r.event_rows or r.ops or r.kernels, r.title
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_every_rule_runs_on_every_real_trace(name):
+    f = findings(name)
+    failed = [r.title for r in f.itertuples() if isinstance(r.evidence, dict) and "error" in r.evidence]
+    assert not failed
+    assert set(f["severity"]) <= set(SEVERITIES)
+    text, page = findings_text(f), findings_html(f)
+    assert (text == "") == (page == "") == f.empty
+
+
+def test_cpu_only_trace_claims_no_device_finding():
+    f = findings("cpu_only.pt.trace.json.gz")
+    device_rows = f[f["rule"].isin(DEVICE_RULES)]
+    assert set(device_rows["rule"]) == DEVICE_RULES
+    assert set(device_rows["severity"]) == {"not checked"}
+    assert all("no device activity" in d for d in device_rows["detail"])
+    # one step, no compile stats: nothing else to claim either
+    assert set(f["severity"]) == {"not checked"}
+
+
+def test_text_and_static_html_start_with_the_findings():
+    p = profile("gp100_sgd_step_user_annotation.pt.trace.json.gz")
+    text = p.table()
+    lines = text.splitlines()
+    assert lines[1] == "Findings:"
+    top = p.findings.iloc[0]
+    assert top["title"] in lines[2] and lines[2].strip().startswith(top["severity"].upper())
+    page = p._repr_mimebundle_()["text/html"]
+    assert 0 < page.index("jp-TorchProf-findings") < page.index("<table")
+    assert "Findings:" not in p.table(findings=False)
+
+
+def test_not_checked_rows_collapse_into_one_line():
+    text = findings_text(findings("cpu_only.pt.trace.json.gz"))
+    device_lines = [ln for ln in text.splitlines() if "device rules" in ln]
+    assert len(device_lines) == 1
+    for rule in DEVICE_RULES:
+        assert rule in device_lines[0]
+
+
+def test_html_escapes_trace_strings():
+    frame = findings_frame(
+        [
+            Finding(
+                rule="sync",
+                severity="medium",
+                title='Sync: <script>alert("x")</script> → cudaStreamSynchronize',
+                detail="<img src=x onerror=alert(1)>",
+            )
+        ]
+    )
+    page = findings_html(frame)
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;" in page and "&lt;img" in page
+
+
+# --------------------------------------------------------------------------- #
+# 1. overhead-bound
+
+
+def test_overhead_fires_with_the_device_busy_share_from_the_file():
+    name = "a100_nccl_rank0.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    dev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in DEVICE_CATS]
+    busy = sum(sum(e - s for s, e in union(clip(dev, lo, hi))) for lo, hi in windows)
+    wall = sum(hi - lo for lo, hi in windows)
+    f = findings(name, "overhead")
+    assert len(f) == 1 and f.iloc[0]["severity"] == "high"
+    evidence = f.iloc[0]["evidence"]
+    assert evidence["device_busy_per_step_us"] == pytest.approx(busy / len(windows), rel=1e-6)
+    assert evidence["device_idle_pct"] == pytest.approx(100 - 100 * busy / wall, rel=1e-6)
+    assert evidence["kind"] == "overhead"
+    assert "CUDA graph" in f.iloc[0]["detail"] and "torch.compile" in f.iloc[0]["detail"]
+
+
+def test_overhead_quiet_when_the_device_is_busy():
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    dev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in DEVICE_CATS]
+    busy = sum(sum(e - s for s, e in union(clip(dev, lo, hi))) for lo, hi in windows)
+    assert busy / sum(hi - lo for lo, hi in windows) > THRESHOLDS.overhead_device_busy_max_pct / 100
+    assert findings(name, "overhead").empty
+
+
+# --------------------------------------------------------------------------- #
+# 2. idle gaps
+
+
+# A100 DDP: the gap lies between kernels; Triton: it runs from the last kernel to the step's end.
+@pytest.mark.parametrize("name", ["a100_nccl_rank0.pt.trace.json.gz", "triton_kernel.pt.trace.json.gz"])
+def test_largest_idle_gap_matches_the_file(name):
+    ev = raw(name)
+    windows = steps_of(ev)
+    dev = [e for e in ev if e["cat"] in DEVICE_CATS and device_id(e) == 0]
+    expected = largest_gap([(e["ts"], e["ts"] + e["dur"]) for e in dev], windows)
+    f = findings(name, "idle_gaps")
+    assert not f.empty
+    got = max(e["gap_us"] for e in f["evidence"])
+    assert got == pytest.approx(expected, rel=1e-6)
+    # every stream's own largest gap, too
+    per_stream = f.iloc[0]["evidence"]["largest_gap_per_stream_us"]
+    for stream in {e["args"]["stream"] for e in dev}:
+        mine = [(e["ts"], e["ts"] + e["dur"]) for e in dev if e["args"]["stream"] == stream]
+        assert per_stream[str(stream)] == pytest.approx(largest_gap(mine, windows), rel=1e-6)
+    # and what the host was doing meanwhile: its ops' coverage of the gap, from the file
+    top = f.iloc[0]
+    gap = top["evidence"]
+    t0 = min(e["ts"] for e in ev)
+    lo, hi = gap["start_us"] + t0, gap["end_us"] + t0
+    host = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e["cat"] in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
+        and not STEP.match(e["name"])
+    ]
+    covered = sum(b - a for a, b in union(clip(host, lo, hi)))
+    assert gap["host_covered_pct"] == pytest.approx(100 * covered / (hi - lo), abs=0.01)
+    if gap["host_chain"]:
+        assert gap["host_chain"][-1] in top["title"]
+    else:
+        assert "no single op" in top["title"]
+
+
+def test_idle_gap_threshold_is_the_boundary():
+    name = "a100_nccl_rank0.pt.trace.json.gz"
+    ev = raw(name)
+    dev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in DEVICE_CATS]
+    biggest = largest_gap(dev, steps_of(ev))
+    inputs = inputs_from_profile(profile(name))
+    above = dataclasses.replace(THRESHOLDS, gap_min_us=biggest * 1.001)
+    below = dataclasses.replace(THRESHOLDS, gap_min_us=biggest * 0.999, gaps_reported=10)
+    assert find(inputs, above, rules=["idle_gaps"]).empty
+    assert len(find(inputs, below, rules=["idle_gaps"])) == 1
+
+
+def test_idle_gap_severity_follows_the_share_of_the_step():
+    # MI250: one gap takes most of step 1 (a stall); V100 DDP: the device is busy.
+    assert "high" in set(findings("mi250_rocm_train.pt.trace.json.gz", "idle_gaps")["severity"])
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    ev = raw(name)
+    dev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in DEVICE_CATS]
+    for lo, hi in steps_of(ev):
+        assert largest_gap(dev, [(lo, hi)]) < THRESHOLDS.gap_medium_step_pct / 100 * (hi - lo)
+    assert set(findings(name, "idle_gaps")["severity"]) <= {"info"}
+
+
+# --------------------------------------------------------------------------- #
+# 3. launch-bound
+
+
+def test_launch_bound_fires_with_medians_from_the_file():
+    name = "gp100_sgd_step_user_annotation.pt.trace.json.gz"
+    ev = raw(name)
+    kernels = [e for e in ev if e["cat"] == "kernel"]
+    corr = {e["args"]["correlation"] for e in kernels}
+    launches = [e for e in ev if e["cat"] == "cuda_runtime" and e["args"].get("correlation") in corr]
+    f = findings(name, "launch")
+    assert len(f) == 1
+    evidence = f.iloc[0]["evidence"]
+    assert evidence["median_kernel_us"] == pytest.approx(statistics.median(e["dur"] for e in kernels))
+    assert evidence["median_launch_us"] == pytest.approx(statistics.median(e["dur"] for e in launches))
+    assert evidence["kernels_per_step"] == len(kernels)  # no ProfilerStep: the whole trace is one
+    assert evidence["median_kernel_us"] < evidence["median_launch_us"]
+
+
+def test_launch_bound_quiet_for_long_kernels():
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    ev = raw(name)
+    kernels = [e for e in ev if e["cat"] == "kernel"]
+    launches = [e for e in ev if e["name"] == "cudaLaunchKernel"]
+    assert statistics.median(e["dur"] for e in kernels) > statistics.median(e["dur"] for e in launches)
+    assert findings(name, "launch").empty
+
+
+# --------------------------------------------------------------------------- #
+# 4. synchronisation points
+
+
+def _inside(ev: list[dict], inner: dict, name: str) -> bool:
+    """Whether a host event named ``name`` on the same thread encloses ``inner``."""
+    return any(
+        e["name"] == name
+        and e["tid"] == inner["tid"]
+        and e["ts"] <= inner["ts"]
+        and inner["ts"] + inner["dur"] <= e["ts"] + e["dur"]
+        for e in ev
+        if e["cat"] == "cpu_op"
+    )
+
+
+def test_syncs_with_their_causing_ops_match_the_file():
+    name = "diff_pair/control.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    syncs = [e for e in ev if e["name"] == "cudaStreamSynchronize" and in_windows(e, windows)]
+    by_item = [e for e in syncs if _inside(ev, e, "aten::item")]
+    by_to = [e for e in syncs if _inside(ev, e, "aten::to")]
+    f = findings(name, "sync")
+    stream_sync = f[[e["call"] == "cudaStreamSynchronize" for e in f["evidence"]]]
+    assert sum(e["count"] for e in stream_sync["evidence"]) == len(syncs)
+    assert sum(e["blocked_us"] for e in stream_sync["evidence"]) == pytest.approx(
+        sum(e["dur"] for e in syncs)
+    )
+    item = [e for e in stream_sync["evidence"] if e["cause"].startswith("aten::item")]
+    assert sum(e["count"] for e in item) == len(by_item) > 0
+    to = [e for e in stream_sync["evidence"] if e["cause"] == "aten::to"]
+    assert sum(e["count"] for e in to) == len(by_to) > 0
+    # the host waited only µs per step here: worth knowing, not urgent
+    for r in stream_sync.itertuples():
+        pct = 100 * r.evidence["blocked_per_step_us"] / profile(name).summary["wall_per_step_us"]
+        assert r.severity == ("medium" if pct >= THRESHOLDS.sync_medium_step_pct else "info")
+    assert any("DtoH" in e["copy_directions"] for e in to)
+    # each finding links to its sync calls in the timeline
+    events = profile(name).events
+    for r in stream_sync.itertuples():
+        linked = events.loc[r.event_rows, "name"].astype(str)
+        assert (linked == "cudaStreamSynchronize").sum() == r.evidence["count"]
+
+
+def test_pageable_copy_sync_names_aten_to():
+    name = "gp100_sgd_step_user_annotation.pt.trace.json.gz"
+    ev = raw(name)
+    syncs = [e for e in ev if e["name"] == "cudaStreamSynchronize"]
+    f = findings(name, "sync")
+    assert len(f) == 1
+    evidence = f.iloc[0]["evidence"]
+    assert evidence["count"] == len(syncs) and evidence["cause"] == "aten::to"
+    assert "pin" in f.iloc[0]["detail"]
+
+
+def test_driver_sync_records_are_reported():
+    name = "cuda_event_sync_multi_stream.pt.trace.json.gz"
+    ev = raw(name)
+    records = Counter(e["name"] for e in ev if e["cat"] == "cuda_sync")
+    f = findings(name, "sync")
+    seen = Counter()
+    for e in f["evidence"]:
+        for rec in e["sync_records"]:
+            seen[rec] += e["count"]
+    assert seen["Event Sync"] == records["Event Sync"]
+    assert seen["Stream Wait Event"] == records["Stream Wait Event"]
+    # the cudaDeviceSynchronize that ends the trace, with nothing after it, is not a finding
+    assert not any(e["call"] == "cudaDeviceSynchronize" for e in f["evidence"])
+
+
+def test_no_sync_findings_without_syncs_in_the_steps():
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    assert not [e for e in ev if "Synchronize" in e["name"] and in_windows(e, windows)]
+    assert findings(name, "sync").empty
+
+
+# --------------------------------------------------------------------------- #
+# 5. copies
+
+
+def test_pageable_copies_counted_from_the_file():
+    name = "gp100_sgd_step_user_annotation.pt.trace.json.gz"
+    ev = raw(name)
+    pageable = [e for e in ev if e["cat"] == "gpu_memcpy" and "Pageable" in e["name"]]
+    f = findings(name, "copies")
+    row = f[f["title"].str.contains("pageable")]
+    assert len(row) == 1
+    evidence = row.iloc[0]["evidence"]
+    assert evidence["count"] == len(pageable) > 0
+    assert evidence["bytes"] == pytest.approx(sum(e["args"]["bytes"] for e in pageable))
+    assert set(row.iloc[0]["kernels"]) == {e["name"] for e in pageable}
+
+
+def test_device_to_device_copies_counted_from_the_file():
+    name = "diff_pair/test.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    dtod = [e for e in ev if e["cat"] == "gpu_memcpy" and "DtoD" in e["name"] and in_windows(e, windows)]
+    f = findings(name, "copies")
+    row = f[f["title"].str.startswith("Device→device")]
+    assert len(row) == 1
+    evidence = row.iloc[0]["evidence"]
+    assert evidence["count"] == len(dtod)
+    assert evidence["bytes"] == pytest.approx(sum(e["args"]["bytes"] for e in dtod))
+    assert evidence["time_us"] == pytest.approx(sum(e["dur"] for e in dtod))
+    assert row.iloc[0]["severity"] == "medium"  # 13% of device busy time
+
+
+@pytest.mark.parametrize(
+    "name", ["triton_kernel.pt.trace.json.gz", "cuda_event_sync_multi_stream.pt.trace.json.gz"]
+)
+def test_no_copy_findings_without_copies(name):
+    assert not [e for e in raw(name) if e["cat"] == "gpu_memcpy"]
+    assert findings(name, "copies").empty
+
+
+# --------------------------------------------------------------------------- #
+# 6. precision
+
+
+def test_fp32_gemm_on_tensor_core_device():
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    assert min(d["computeMajor"] for d in _props(name)) >= 7  # Volta has tensor cores
+    ev = raw(name)
+    f = findings(name, "precision")
+    assert len(f) == 1 and f.iloc[0]["severity"] == "high"
+    flagged = set(f.iloc[0]["kernels"])
+    assert all(re.search(r"sgemm|scudnn|<float", k) for k in flagged)
+    assert "volta_sgemm_64x64_nt" in flagged
+    total = sum(e["dur"] for e in ev if e["cat"] in DEVICE_CATS)
+    share = 100 * sum(e["dur"] for e in ev if e["cat"] == "kernel" and e["name"] in flagged) / total
+    assert f.iloc[0]["evidence"]["share_pct"] == pytest.approx(share, rel=1e-9)
+    assert "float16" in f.iloc[0]["detail"]  # Volta: fp16 tensor cores, no TF32/bf16
+
+
+def _props(name: str) -> list[dict]:
+    import gzip
+
+    with gzip.open(real_trace(name), "rt") as fh:
+        return json.load(fh)["deviceProperties"]
+
+
+def test_no_precision_finding_without_tensor_cores():
+    name = "gp100_sgd_step_user_annotation.pt.trace.json.gz"
+    assert max(d["computeMajor"] for d in _props(name)) < 7
+    assert findings(name, "precision").empty
+    assert findings("triton_kernel.pt.trace.json.gz", "precision").empty
+
+
+def test_tf32_tensor_core_gemms_are_only_info():
+    f = findings("a100_nccl_rank0.pt.trace.json.gz", "precision")
+    assert set(f["severity"]) == {"info"}
+    assert all("tf32" in k.lower() or "s1688" in k for k in f.iloc[0]["kernels"])
+    assert "bf16" in f.iloc[0]["detail"]
+
+
+def test_thresholds_change_the_outcome():
+    inputs = inputs_from_profile(profile("v100_ddp_ns_timestamps.pt.trace.json.gz"))
+    share = findings("v100_ddp_ns_timestamps.pt.trace.json.gz", "precision").iloc[0]["evidence"]["share_pct"]
+    stricter = dataclasses.replace(THRESHOLDS, precision_min_share_pct=share + 1)
+    assert find(inputs, stricter, rules=["precision"]).empty
+
+
+# --------------------------------------------------------------------------- #
+# 7. variance and cold start
+
+
+def test_kernel_variance_matches_the_file():
+    name = "a100_nccl_rank0.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    f = findings(name, "variance")
+    assert not f.empty
+    for e in f["evidence"]:
+        same = [
+            k["dur"]
+            for k in ev
+            if k["cat"] == "kernel"
+            and k["name"] == e["kernel"]
+            and json.dumps(k["args"].get("grid"), separators=(",", ":")) == e["grid"]
+            and json.dumps(k["args"].get("block"), separators=(",", ":")) == e["block"]
+            and in_windows(k, windows)
+        ]
+        assert e["calls"] == len(same)
+        assert e["median_us"] == pytest.approx(statistics.median(same))
+        assert e["max_us"] == pytest.approx(max(same))
+        assert max(same) >= THRESHOLDS.variance_max_over_median * statistics.median(same)
+
+
+def test_no_variance_finding_for_uniform_kernels():
+    name = "gp100_sgd_step_user_annotation.pt.trace.json.gz"
+    durs: dict[str, list[float]] = {}
+    for e in raw(name):
+        if e["cat"] == "kernel":
+            durs.setdefault(e["name"], []).append(e["dur"])
+    assert all(max(d) - statistics.median(d) < THRESHOLDS.variance_min_spread_us for d in durs.values())
+    assert findings(name, "variance").empty
+
+
+def test_collectives_are_not_variance_findings():
+    # NCCL kernels wait for the other ranks; their spread belongs to rule 9.
+    f = findings("diff_pair/test.pt.trace.json.gz", "variance")
+    assert not any("nccl" in e["kernel"].lower() for e in f["evidence"])
+
+
+def test_cold_start_from_step_durations():
+    name = "mi250_rocm_train.pt.trace.json.gz"
+    walls = [hi - lo for lo, hi in steps_of(raw(name))]
+    f = findings(name, "cold_start")
+    assert len(f) == 1
+    evidence = f.iloc[0]["evidence"]
+    # json floats of epoch-µs timestamps are 0.25 µs apart; the parser keeps more digits
+    assert evidence["first_wall_us"] == pytest.approx(walls[0], abs=0.5)
+    assert evidence["rest_median_wall_us"] == pytest.approx(statistics.median(walls[1:]), abs=0.5)
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    walls = [hi - lo for lo, hi in steps_of(raw(name))]
+    assert walls[0] < THRESHOLDS.cold_start_ratio * statistics.median(walls[1:])
+    assert findings(name, "cold_start").empty
+
+
+# --------------------------------------------------------------------------- #
+# 8. compile
+
+
+def test_compile_stats_become_findings_when_present():
+    p = load(str(real_trace("triton_kernel.pt.trace.json.gz")))
+    assert p.findings[p.findings["rule"] == "compile"].empty  # no stats: nothing, never "fine"
+    p = load(str(real_trace("triton_kernel.pt.trace.json.gz")))
+    p.compile_stats = {
+        "graph_breaks": ["call_function print", "call_function print", "data-dependent branch"],
+        "recompiles": {"size mismatch at index 0": 2},
+    }
+    f = p.findings[p.findings["rule"] == "compile"]
+    titles = " ".join(f["title"])
+    assert "3 graph breaks" in titles and "recompiled 2 times" in titles
+    assert "call_function print" in " ".join(f["detail"])
+    p = load(str(real_trace("triton_kernel.pt.trace.json.gz")))
+    p.compile_stats = {"graph_breaks": 0, "recompiles": 0}
+    assert p.findings[p.findings["rule"] == "compile"].empty
+    p = load(str(real_trace("triton_kernel.pt.trace.json.gz")))
+    p.compile_stats = object()  # unreadable: ignored, the other rules still run
+    assert p.findings[p.findings["rule"] == "compile"].empty
+    assert not p.findings.empty
+
+
+# --------------------------------------------------------------------------- #
+# 9. distributed
+
+
+def test_exposed_communication_from_a_sweep_of_the_file():
+    name = "a100_nccl_rank0.pt.trace.json.gz"
+    ev = raw(name)
+    windows = steps_of(ev)
+    kernels = [e for e in ev if e["cat"] == "kernel" and device_id(e) == 0]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if "nccl" in e["name"].lower()]
+    compute = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if "nccl" not in e["name"].lower()]
+    exposed = sum(time_where(comm, compute, lo, hi) for lo, hi in windows) / len(windows)
+    f = findings(name, "communication")
+    assert len(f) == 1
+    assert f.iloc[0]["evidence"]["exposed_per_step_us"] == pytest.approx(exposed, rel=1e-6)
+    assert all("nccl" in k.lower() for k in f.iloc[0]["kernels"])
+
+
+def test_no_communication_finding_without_collectives():
+    name = "v100_ddp_ns_timestamps.pt.trace.json.gz"
+    assert not [e for e in raw(name) if e["cat"] == "kernel" and "nccl" in e["name"].lower()]
+    assert findings(name, "communication").empty
+
+
+def test_straggler_across_loaded_ranks():
+    ranks = load(str(real_trace("diff_pair/control.pt.trace.json.gz").parent))
+    assert isinstance(ranks, RankSet)
+    walls = {}
+    for n in ("diff_pair/control.pt.trace.json.gz", "diff_pair/test.pt.trace.json.gz"):
+        w = [hi - lo for lo, hi in steps_of(raw(n))]
+        walls[n] = sum(w) / len(w)
+    median = statistics.median(walls.values())
+    slow = max(walls, key=walls.get)
+    f = ranks.findings
+    rows = f[f["rule"] == "stragglers"]
+    assert len(rows) == 1 and rows.iloc[0]["severity"] != "not checked"
+    evidence = rows.iloc[0]["evidence"]
+    assert evidence["vs_median"] == pytest.approx(walls[slow] / median, rel=1e-6)
+    assert evidence["rank"] == profile(slow).meta.rank == rows.iloc[0]["rank"]
+    assert "straggler" in ranks.text()
+    assert set(f["rank"]) == {0 if r is None else r for r in ranks.ranks}
+
+
+def test_no_straggler_among_equal_ranks():
+    path = real_trace("diff_pair/control.pt.trace.json.gz")
+    ranks = RankSet([load(str(path)), load(str(path))])
+    f = ranks.findings
+    assert f[f["rule"] == "stragglers"].empty
+
+
+# --------------------------------------------------------------------------- #
+# a real %%torchprof run on the CPU
+
+
+CELL = """%%torchprof --steps 3 --warmup 1 -q
+y = (x @ w).relu()
+total = y.sum().item()
+for _ in range(2):
+    y.mean().item()
+"""
+
+
+def test_cpu_run_names_item_calls_but_claims_no_device_finding(shell):
+    shell.run_cell("import torch\nx = torch.randn(64, 64)\nw = torch.randn(64, 64)")
+    res = shell.run_cell(CELL)
+    assert res.error_in_exec is None
+    p = shell.user_ns["_torchprof"]
+    f = p.findings
+    assert not p.summary["device_traced"]
+    device_rows = f[f["rule"].isin(DEVICE_RULES)]
+    assert set(device_rows["severity"]) == {"not checked"}
+    assert set(device_rows["rule"]) == DEVICE_RULES
+    assert all("CPU" in d for d in device_rows["detail"])
+    # the .item() calls are named, counted as in the trace file (3 per step)
+    ev = [e for e in raw_events(p.trace_path) if e.get("ph") == "X"]
+    items = sum(1 for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::item")
+    assert items == 3 * 3
+    sync = f[f["rule"] == "sync"].iloc[0]
+    assert sync["evidence"]["ops_that_would_sync"] == {"aten::item": items}
+    assert "aten::item ×9" in p.table()
+    events = p.events
+    assert set(events.loc[sync["event_rows"], "name"].astype(str)) == {"aten::item"}
+
+
+def test_mps_run_says_why_device_rules_were_not_checked():
+    # An MPS run records only the CPU side (torch.profiler has no MPS activity).
+    inputs = dataclasses.replace(inputs_from_profile(profile("cpu_only.pt.trace.json.gz")), device_kind="mps")
+    f = find(inputs)
+    rows = f[f["rule"].isin(DEVICE_RULES)]
+    assert set(rows["severity"]) == {"not checked"} and set(rows["rule"]) == DEVICE_RULES
+    assert all("MPS" in d for d in rows["detail"])
