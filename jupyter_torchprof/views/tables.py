@@ -1,0 +1,615 @@
+"""Sortable bokeh tables of ops and kernels, with filtering and top-N.
+
+A bokeh ``DataTable`` sorts on a header click in the browser, but it hangs
+on sort beyond some tens of thousands of rows, so the tables here send the
+top rows only (by the chosen metric, after the name filter) and say how many
+were left out; the totals they show are always taken over every row.
+
+`OpTable` and `KernelTable` hold the state (filter, grouping, limit) and the
+bokeh model; the ipywidgets controls of `widget` drive them, and
+`build_op_table` / `build_kernel_table` give the bare bokeh table for use
+without a kernel.
+
+Names go through bokeh's ``StringFormatter``, which renders text; templates
+only ever see numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import ops as ops_mod
+from ..trace import categories as K
+from .format import fmt_count, fmt_time
+from .style import FMT_BYTES_JS, FMT_TIME_JS, table_stylesheet
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..profile import Profile
+
+#: Rows sent by default; "show all" sends up to `MAX_ROWS`.
+DEFAULT_ROWS = 100
+MAX_ROWS = 5000
+#: Characters that make a filter a regular expression rather than a substring.
+_REGEX_CHARS = set("^$*+?()[]{}|\\")
+
+# --------------------------------------------------------------------------- #
+# cell formatters
+
+
+def _template(body: str) -> str:
+    # One fixed template per column kind; ``value`` is always a number here.
+    return "<% if (value == null || isNaN(value)) { %>–<% } else { %>" + body + "<% } %>"
+
+
+def time_formatter() -> Any:
+    """µs → ``12.3 µs`` / ``4.5 ms``, right-aligned (sorting uses the number)."""
+    from bokeh.models import HTMLTemplateFormatter
+
+    js = FMT_TIME_JS.replace("\n", " ")
+    return HTMLTemplateFormatter(
+        template=_template(
+            '<div style="text-align:right"><%= (function(){ ' + js + " return fmt_time(value); })() %></div>"
+        )
+    )
+
+
+def bytes_formatter() -> Any:
+    """Bytes → ``1.5 MiB``, right-aligned."""
+    from bokeh.models import HTMLTemplateFormatter
+
+    js = FMT_BYTES_JS.replace("\n", " ")
+    return HTMLTemplateFormatter(
+        template=_template(
+            '<div style="text-align:right"><%= (function(){ ' + js + " return fmt_bytes(value); })() %></div>"
+        )
+    )
+
+
+def share_formatter() -> Any:
+    """A percentage drawn as a bar in the cell with its value on top."""
+    from bokeh.models import HTMLTemplateFormatter
+
+    bar = (
+        '<div style="position:relative;height:100%;min-height:16px">'
+        '<div style="position:absolute;left:0;top:3px;bottom:3px;border-radius:2px;'
+        "background:var(--jp-brand-color2,#90caf9);opacity:0.75;"
+        'width:<%= Math.max(0, Math.min(100, value)).toFixed(1) %>%"></div>'
+        '<div style="position:relative;text-align:right;padding-right:2px">'
+        "<%= value.toFixed(1) %>%</div></div>"
+    )
+    return HTMLTemplateFormatter(template=_template(bar))
+
+
+def count_formatter() -> Any:
+    """Integers with thousands separators."""
+    from bokeh.models import NumberFormatter
+
+    return NumberFormatter(format="0,0", text_align="right")
+
+
+def float_formatter(fmt: str = "0.0") -> Any:
+    """A plain number."""
+    from bokeh.models import NumberFormatter
+
+    return NumberFormatter(format=fmt, text_align="right", nan_format="–")
+
+
+def flops_formatter() -> Any:
+    """FLOP counts with SI prefixes."""
+    from bokeh.models import NumberFormatter
+
+    return NumberFormatter(format="0.00a", text_align="right", nan_format="–")
+
+
+def text_formatter() -> Any:
+    """User-controlled text (names): rendered as text, never markup."""
+    from bokeh.models import StringFormatter
+
+    return StringFormatter(nan_format="", null_format="")
+
+
+_FORMATTERS = {
+    "text": text_formatter,
+    "time": time_formatter,
+    "bytes": bytes_formatter,
+    "share": share_formatter,
+    "count": count_formatter,
+    "float": float_formatter,
+    "flops": flops_formatter,
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: data field, header, formatter kind, width (px)."""
+
+    field: str
+    title: str
+    kind: str
+    width: int = 90
+
+
+def _column_data(frame: pd.DataFrame, columns: list[Column]) -> dict[str, Any]:
+    """The ColumnDataSource dict for ``columns`` (numbers as float arrays)."""
+    data: dict[str, Any] = {}
+    for c in columns:
+        if c.field in data:
+            continue
+        col = frame[c.field] if c.field in frame.columns else pd.Series([np.nan] * len(frame))
+        if c.kind == "text":
+            data[c.field] = [
+                "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in col
+            ]
+        else:
+            data[c.field] = pd.to_numeric(col, errors="coerce").to_numpy(np.float64)
+    return data
+
+
+def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) -> tuple[Any, Any]:
+    """A themed, sortable bokeh DataTable and its source.
+
+    Returns
+    -------
+    (DataTable, ColumnDataSource)
+    """
+    from bokeh.models import ColumnDataSource, DataTable, TableColumn
+
+    source = ColumnDataSource(_column_data(frame, columns))
+    cols = [
+        TableColumn(
+            field=c.field,
+            title=c.title,
+            formatter=_FORMATTERS[c.kind](),
+            width=c.width,
+            # Numbers sort largest first on the first click: that is what
+            # one looks for in a profile.
+            default_sort="ascending" if c.kind == "text" else "descending",
+        )
+        for c in columns
+    ]
+    table = DataTable(
+        source=source,
+        columns=cols,
+        index_position=None,
+        sortable=True,
+        selectable=True,
+        reorderable=False,
+        # Columns keep their widths and the table scrolls sideways when
+        # they do not fit: squeezing them would cut the names off.
+        autosize_mode="none",
+        frozen_columns=1,
+        row_height=24,
+        height=height,
+        sizing_mode="stretch_width",
+        stylesheets=[table_stylesheet()],
+        css_classes=["jp-TorchProf-table"],
+    )
+    return table, source
+
+
+def table_height(rows: int) -> int:
+    """Height that shows up to ~14 rows without an empty tail."""
+    return int(min(max(rows, 3), 14) * 24 + 34)
+
+
+# --------------------------------------------------------------------------- #
+# filtering
+
+
+def match_names(names: pd.Series, pattern: str) -> tuple[np.ndarray, str]:
+    """Rows whose name matches ``pattern``, and how it was read.
+
+    A pattern with regex characters is a case-insensitive regular expression
+    (``aten::(mm|addmm)``, ``^nccl``); anything else, or a pattern that does
+    not compile, is a case-insensitive substring.
+
+    Returns
+    -------
+    (mask, mode) with mode ``""`` (no filter), ``"text"``, ``"regex"`` or
+    ``"text (invalid regex)"``.
+    """
+    text = pattern.strip()
+    values = names.astype(object).fillna("").astype(str)
+    if not text:
+        return np.ones(len(values), dtype=bool), ""
+    if set(text) & _REGEX_CHARS:
+        try:
+            rx = re.compile(text, re.IGNORECASE)
+        except re.error:
+            mode = "text (invalid regex)"
+        else:
+            return values.map(lambda s: rx.search(s) is not None).to_numpy(bool), "regex"
+    else:
+        mode = "text"
+    needle = text.casefold()
+    return values.map(lambda s: needle in s.casefold()).to_numpy(bool), mode
+
+
+# --------------------------------------------------------------------------- #
+# op table
+
+
+_GROUP_FIELD = {"shape": "input_shapes", "stack": "stack", "module": "module"}
+_GROUP_TITLE = {"shape": "Input shapes", "stack": "Stack", "module": "Module"}
+
+
+def available_groupings(profile: Profile) -> list[str]:
+    """Group-by choices the trace supports (``name`` plus what was recorded)."""
+    ev = profile.events
+    out = ["name"]
+    for key, col in (("shape", "input_dims"), ("stack", "stack"), ("module", "module")):
+        if col in ev.columns and ev[col].notna().any():
+            out.append(key)
+    return out
+
+
+class OpTable:
+    """The op table: state, filtered rows and the bokeh table showing them.
+
+    Parameters
+    ----------
+    profile
+        The profile to show.
+    group_by
+        ``name``, ``shape``, ``stack`` or ``module``.
+    mode
+        ``self`` (self times, shares of self time) or ``total``.
+    pattern
+        Name filter (see `match_names`).
+    limit
+        Rows sent to the browser (top by the mode's metric).
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        group_by: str = "name",
+        mode: str = "self",
+        pattern: str = "",
+        limit: int = DEFAULT_ROWS,
+    ) -> None:
+        self.profile = profile
+        self.device = bool(profile.summary["device_traced"])
+        self.group_by = group_by
+        self.mode = mode
+        self.pattern = pattern
+        self.limit = limit
+        self.filter_mode = ""
+        self.shown = pd.DataFrame()
+        self.matched = 0
+        frame = self._rows()
+        self.columns = self._columns()
+        self.model, self.source = make_table(frame, self.columns, table_height(len(frame)))
+        self._apply_visibility()
+
+    # -- state -------------------------------------------------------------
+
+    @property
+    def full(self) -> pd.DataFrame:
+        """Every row of the current grouping (exact, unfiltered)."""
+        return self.profile.op_table(self.group_by)
+
+    @property
+    def metric(self) -> str:
+        """Column the top-N is taken by."""
+        if self.mode == "total":
+            return "device_total_us" if self.device else "cpu_total_us"
+        if self.profile.sort:
+            from ..profile import _sort_column
+
+            try:
+                return _sort_column(self.profile.sort, self.full)
+            except ValueError:
+                pass
+        return "self_device_us" if self.device else "self_cpu_us"
+
+    def _rows(self) -> pd.DataFrame:
+        full = self.full
+        mask, self.filter_mode = match_names(full["name"], self.pattern)
+        matched = full.loc[mask]
+        self.matched = len(matched)
+        ordered = matched.sort_values(self.metric, ascending=False, kind="stable")
+        shown = ordered.head(self.limit).copy()
+        total_device = full["self_device_us"].sum()
+        total_cpu = full["self_cpu_us"].sum()
+        # Share of the total column relative to all self time: an op's
+        # inclusive time as a fraction of everything that ran.
+        shown["device_total_pct"] = 100 * shown["device_total_us"] / total_device if total_device else 0.0
+        shown["cpu_total_pct"] = 100 * shown["cpu_total_us"] / total_cpu if total_cpu else 0.0
+        self.shown = shown.reset_index(drop=True)
+        return self.shown
+
+    def _columns(self) -> list[Column]:
+        cols = [Column("name", "Name", "text", 340)]
+        for key, field in _GROUP_FIELD.items():
+            if key in available_groupings(self.profile):
+                cols.append(Column(field, _GROUP_TITLE[key], "text", 220))
+        cols.append(Column("calls", "Calls", "count", 70))
+        cols += [
+            Column("self_cpu_us", "Self CPU", "time"),
+            Column("self_cpu_pct", "Self CPU %", "share", 110),
+            Column("cpu_total_us", "CPU total", "time"),
+            Column("cpu_total_pct", "CPU total %", "share", 110),
+            Column("cpu_mean_us", "CPU avg", "time"),
+        ]
+        if self.device:
+            cols += [
+                Column("self_device_us", "Self device", "time"),
+                Column("self_device_pct", "Self device %", "share", 120),
+                Column("device_total_us", "Device total", "time"),
+                Column("device_total_pct", "Device total %", "share", 120),
+                Column("device_mean_us", "Device avg", "time"),
+            ]
+        full = self.full
+        for field, title in (
+            ("self_cpu_mem_bytes", "Self CPU mem"),
+            ("cpu_mem_bytes", "CPU mem"),
+            ("self_device_mem_bytes", "Self device mem"),
+            ("device_mem_bytes", "Device mem"),
+        ):
+            # Device memory columns of a CPU run are all zero: leave them out.
+            if field in full.columns and full[field].abs().sum() > 0:
+                cols.append(Column(field, title, "bytes", 100))
+        if "flops" in full.columns:
+            cols.append(Column("flops", "FLOPs", "flops", 90))
+        return cols
+
+    def _visible(self, field: str) -> bool:
+        group_field = _GROUP_FIELD.get(self.group_by)
+        if field in _GROUP_FIELD.values():
+            return field == group_field
+        self_only = {"self_cpu_us", "self_cpu_pct", "self_device_us", "self_device_pct"}
+        self_only |= {"self_cpu_mem_bytes", "self_device_mem_bytes"}
+        total_only = {"cpu_total_us", "cpu_total_pct", "device_total_us", "device_total_pct"}
+        total_only |= {"cpu_mem_bytes", "device_mem_bytes", "cpu_mean_us", "device_mean_us"}
+        if field in self_only:
+            return self.mode == "self"
+        if field in total_only:
+            return self.mode == "total"
+        return True
+
+    def _apply_visibility(self) -> None:
+        for col in self.model.columns:
+            col.visible = self._visible(col.field)
+
+    def update(
+        self,
+        group_by: str | None = None,
+        mode: str | None = None,
+        pattern: str | None = None,
+        limit: int | None = None,
+    ) -> None:
+        """Change any of the settings and send the new rows."""
+        if group_by is not None:
+            if group_by not in available_groupings(self.profile):
+                raise ValueError(f"this trace cannot be grouped by {group_by!r}")
+            self.group_by = group_by
+        if mode is not None:
+            if mode not in ("self", "total"):
+                raise ValueError("mode must be 'self' or 'total'")
+            self.mode = mode
+        if pattern is not None:
+            self.pattern = pattern
+        if limit is not None:
+            self.limit = max(1, min(int(limit), MAX_ROWS))
+        frame = self._rows()
+        self.source.selected.indices = []
+        self.source.data = _column_data(frame, self.columns)
+        self._apply_visibility()
+        self.model.height = table_height(len(frame))
+
+    # -- text --------------------------------------------------------------
+
+    def status(self) -> str:
+        """One line: what is shown, and exact totals over every row."""
+        full = self.full
+        what = "ops" if self.group_by == "name" else f"op × {self.group_by} groups"
+        parts = []
+        if self.pattern.strip():
+            parts.append(f"{fmt_count(self.matched)} of {fmt_count(len(full))} {what} match")
+            if self.filter_mode == "text (invalid regex)":
+                parts.append("invalid regex, matched as text")
+        else:
+            parts.append(f"{fmt_count(len(full))} {what}")
+        if len(self.shown) < self.matched:
+            parts.append(f"top {fmt_count(len(self.shown))} by {_METRIC_LABEL.get(self.metric, self.metric)}")
+        totals = f"self CPU {fmt_time(full['self_cpu_us'].sum())}"
+        if self.device:
+            totals += f" · self device {fmt_time(full['self_device_us'].sum())}"
+        parts.append(f"totals over all rows: {totals}")
+        return " · ".join(parts)
+
+    def event_rows(self, index: int) -> np.ndarray:
+        """Rows of `Profile.events` behind the shown row ``index``."""
+        if not 0 <= index < len(self.shown):
+            return np.array([], dtype=np.int64)
+        rec = self.shown.iloc[index]
+        ev = self.profile.events
+        names = ev["name"]
+        cats = names.cat.categories.to_numpy(object)
+        if rec["name"] == ops_mod.STEP_ROW:
+            wanted = np.array([bool(ops_mod.STEP_PATTERN.match(str(c))) for c in cats] + [False])
+        else:
+            wanted = np.append(cats == rec["name"], False)
+        mask = wanted[names.cat.codes.to_numpy()]
+        mask &= np.isin(ev["kind"].to_numpy(), K.OP_KINDS + (K.PYTHON_FUNCTION,))
+        group_col = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(self.group_by)
+        if group_col is not None:
+            value = rec[_GROUP_FIELD[self.group_by]]
+            col = ev[group_col].astype(object)
+            mask &= (col.fillna("") == value).to_numpy() if value == "" else (col == value).to_numpy()
+        return np.flatnonzero(mask)
+
+
+_METRIC_LABEL = {
+    "self_device_us": "self device time",
+    "self_cpu_us": "self CPU time",
+    "device_total_us": "device total",
+    "cpu_total_us": "CPU total",
+    "calls": "calls",
+    "flops": "FLOPs",
+    "total_us": "total time",
+}
+
+
+# --------------------------------------------------------------------------- #
+# kernel table
+
+
+class KernelTable:
+    """The kernel table (kernels, copies, memsets by name): state and bokeh table.
+
+    Parameters
+    ----------
+    profile
+        The profile to show.
+    pattern
+        Filter on the full or short kernel name.
+    limit
+        Rows sent (top by total time).
+    """
+
+    def __init__(self, profile: Profile, pattern: str = "", limit: int = DEFAULT_ROWS) -> None:
+        self.profile = profile
+        self.pattern = pattern
+        self.limit = limit
+        self.filter_mode = ""
+        self.matched = 0
+        self.shown = pd.DataFrame()
+        frame = self._rows()
+        self.columns = self._columns()
+        self.model, self.source = make_table(frame, self.columns, table_height(len(frame)))
+
+    @property
+    def full(self) -> pd.DataFrame:
+        """Every kernel row (exact)."""
+        return self.profile.kernels
+
+    def _rows(self) -> pd.DataFrame:
+        full = self.full
+        m1, self.filter_mode = match_names(full["name"], self.pattern)
+        m2, _ = match_names(full["short_name"], self.pattern)
+        matched = full.loc[m1 | m2]
+        self.matched = len(matched)
+        self.shown = (
+            matched.sort_values("total_us", ascending=False, kind="stable")
+            .head(self.limit)
+            .reset_index(drop=True)
+        )
+        return self.shown
+
+    def _columns(self) -> list[Column]:
+        full = self.full
+        cols = [
+            Column("short_name", "Kernel", "text", 340),
+            Column("kind", "Kind", "text", 70),
+            Column("calls", "Calls", "count", 70),
+            Column("total_us", "Total", "time"),
+            Column("pct", "Share", "share", 110),
+            Column("mean_us", "Mean", "time", 80),
+            Column("min_us", "Min", "time", 80),
+            Column("median_us", "Median", "time", 80),
+            Column("max_us", "Max", "time", 80),
+        ]
+        optional = [
+            Column("grid", "Grid", "text", 90),
+            Column("block", "Block", "text", 90),
+            Column("registers", "Registers", "count", 80),
+            Column("shared_memory", "Shared mem", "bytes", 90),
+            Column("occupancy", "Occupancy %", "float", 90),
+            Column("bandwidth_gbps", "GB/s", "float", 70),
+            Column("launch_delay_us", "Launch delay", "time", 100),
+        ]
+        for c in optional:
+            if c.field in full.columns and full[c.field].notna().any():
+                cols.append(c)
+        return cols
+
+    def update(self, pattern: str | None = None, limit: int | None = None) -> None:
+        """Change the filter or the row limit and send the new rows."""
+        if pattern is not None:
+            self.pattern = pattern
+        if limit is not None:
+            self.limit = max(1, min(int(limit), MAX_ROWS))
+        frame = self._rows()
+        self.source.selected.indices = []
+        self.source.data = _column_data(frame, self.columns)
+        self.model.height = table_height(len(frame))
+
+    def status(self) -> str:
+        """One line: what is shown and the exact total over every kernel."""
+        full = self.full
+        parts = []
+        if self.pattern.strip():
+            parts.append(f"{fmt_count(self.matched)} of {fmt_count(len(full))} kernels match")
+            if self.filter_mode == "text (invalid regex)":
+                parts.append("invalid regex, matched as text")
+        else:
+            parts.append(f"{fmt_count(len(full))} kernels")
+        if len(self.shown) < self.matched:
+            parts.append(f"top {fmt_count(len(self.shown))} by total time")
+        parts.append(
+            f"device time over all rows: {fmt_time(full['total_us'].sum())} in "
+            f"{fmt_count(full['calls'].sum())} calls"
+        )
+        return " · ".join(parts)
+
+    def event_rows(self, index: int) -> np.ndarray:
+        """Rows of `Profile.events` behind the shown row ``index``."""
+        if not 0 <= index < len(self.shown):
+            return np.array([], dtype=np.int64)
+        rec = self.shown.iloc[index]
+        ev = self.profile.events
+        mask = (ev["name"].astype(object) == rec["name"]).to_numpy() & (
+            ev["kind"].astype(object).to_numpy() == rec["kind"]
+        )
+        return np.flatnonzero(mask)
+
+
+# --------------------------------------------------------------------------- #
+# public builders
+
+
+def build_op_table(
+    profile: Profile, group_by: str = "name", mode: str = "self", pattern: str = "", limit: int = DEFAULT_ROWS
+) -> Any:
+    """A sortable bokeh DataTable of the top ops (usable without a kernel).
+
+    Parameters
+    ----------
+    profile
+        The profile.
+    group_by
+        ``name``, ``shape``, ``stack`` or ``module`` (when recorded).
+    mode
+        ``self`` or ``total`` columns.
+    pattern
+        Name filter: substring, or a regex when it has regex characters.
+    limit
+        Rows included (top by self device time, else self CPU time).
+    """
+    return OpTable(profile, group_by, mode, pattern, limit).model
+
+
+def build_kernel_table(profile: Profile, pattern: str = "", limit: int = DEFAULT_ROWS) -> Any:
+    """A sortable bokeh DataTable of the top kernels (usable without a kernel)."""
+    return KernelTable(profile, pattern, limit).model
+
+
+__all__ = [
+    "DEFAULT_ROWS",
+    "MAX_ROWS",
+    "Column",
+    "KernelTable",
+    "OpTable",
+    "available_groupings",
+    "build_kernel_table",
+    "build_op_table",
+    "make_table",
+    "match_names",
+]

@@ -1,0 +1,889 @@
+"""The timeline: host threads and device streams, zoomable, with level of detail.
+
+Lanes, top to bottom: each host thread's ops (nested by their depth among
+ops, so Python frames recorded with ``with_stack`` do not push ops off the
+screen), the thread's Python frames when recorded, then one lane per device
+stream (kernels, copies, memsets, device-side annotations, nested by their
+depth on the stream). Step ranges shade the background.
+
+What travels to the browser is small by construction:
+
+* glyphs come from `analysis.lod.LodIndex`: at most ``max_glyphs`` for any
+  window, events narrower than a pixel merged per row;
+* strings (names, shapes, grids, launching ops) travel once per payload as a
+  lookup table, and glyphs carry integer codes into it; hover text is looked
+  up in the browser by a fixed script and shown as text;
+* numbers are typed arrays (float32 widths, int16 rows, uint8 colours).
+
+`Timeline` keeps the Python side: when the view is zoomed in a live kernel
+(a bokeh ``RangesUpdate`` event through the ``BokehModel`` comm) it sends the
+detail for the new window; clicking a kernel highlights the op that launched
+it and clicking an op highlights the kernels it launched. `build_timeline`
+gives the bare bokeh model (no kernel needed: zoom, pan and hover work in
+the browser alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.lod import Glyphs, LodIndex, ancestor_count
+from ..trace import categories as K
+from .format import ellipsize, fmt_bytes, fmt_time
+from .style import (
+    ACCENT,
+    BASE_COLOURS,
+    FMT_TIME_JS,
+    KIND_INDEX,
+    PALETTE,
+    follow_theme,
+    name_colour,
+    time_tick_formatter,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..profile import Profile
+
+#: Host kinds drawn in a thread's op lane.
+OP_LANE_KINDS = (K.CPU_OP, K.USER_ANNOTATION, K.RUNTIME)
+#: Device kinds whose time is "device activity" (linked to launching ops).
+ACTIVITY_KINDS = K.DEVICE_ACTIVITY
+#: Most rows a lane may take (deeper events are not drawn, and counted).
+ROW_CAP = {"ops": 16, "python": 12, "device": 6}
+#: Below this many drawable events every event is sent as itself.
+DETAIL_LIMIT = 30_000
+#: Events highlighted at most (more are merged like the main glyphs).
+HIGHLIGHT_MAX = 20_000
+#: Labels drawn on the widest glyphs at most.
+LABEL_MAX = 1500
+ROW_PX = 18
+#: Level-of-detail bins per pixel of the visible window.
+BINS_PER_PX = 4
+
+
+@dataclass
+class Lane:
+    """One lane of the timeline.
+
+    Attributes
+    ----------
+    label
+        What the y axis shows (thread or stream name).
+    side
+        ``ops``, ``python`` or ``device``.
+    first, rows
+        First timeline row of the lane and how many rows it takes.
+    events
+        Events drawn in this lane.
+    """
+
+    label: str
+    side: str
+    first: int
+    rows: int
+    events: int
+
+
+# --------------------------------------------------------------------------- #
+# layout
+
+
+def _thread_label(meta: Any, pid: int, tid: int) -> str:
+    name = meta.thread_names.get((pid, tid))
+    if name:
+        name = name.strip()
+        # Kineto writes "thread 123 (pt_main_thread)": the name first reads better.
+        if name.startswith("thread ") and name.endswith(")") and " (" in name:
+            num, _, rest = name[len("thread ") :].partition(" (")
+            return f"{rest[:-1]} · {num}"
+        return name
+    # Negative ids stand for thread names Kineto wrote as strings.
+    return f"thread {tid}" if tid >= 0 else "other thread"
+
+
+def _device_label(meta: Any, device: int, stream: int) -> str:
+    base = meta.process_labels.get(device) or f"device {device}"
+    return f"{base} · stream {stream}"
+
+
+def layout(profile: Profile) -> tuple[list[Lane], np.ndarray, np.ndarray]:
+    """Lanes and the timeline row of every event.
+
+    Returns
+    -------
+    lanes
+        Top to bottom.
+    row
+        Timeline row per event (-1: not drawn).
+    lane_of
+        Lane index per event (-1: not drawn).
+    """
+    ev = profile.events
+    n = len(ev)
+    kind = ev["kind"].to_numpy(object)
+    parent = ev["parent"].to_numpy()
+    depth = ev["depth"].to_numpy()
+    is_op = np.isin(kind, OP_LANE_KINDS)
+    is_py = kind == K.PYTHON_FUNCTION
+    is_dev = np.isin(kind, K.DEVICE_KINDS)
+    level = np.full(n, -1, dtype=np.int64)
+    if is_op.any():
+        level[is_op] = ancestor_count(parent, depth, is_op)[is_op]
+    if is_py.any():
+        level[is_py] = ancestor_count(parent, depth, is_py)[is_py]
+    level[is_dev] = ev["device_depth"].to_numpy()[is_dev]
+
+    side = np.full(n, -1, dtype=np.int64)
+    side[is_op] = 0
+    side[is_py] = 1
+    side[is_dev] = 2
+    pid = ev["pid"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    a = np.where(is_dev, ev["device"].to_numpy(), pid)
+    b = np.where(is_dev, ev["stream"].to_numpy(), tid)
+    drawable = (side >= 0) & (level >= 0)
+    idx = np.flatnonzero(drawable)
+    frame = pd.DataFrame(
+        {"side": side[idx], "a": a[idx], "b": b[idx], "level": level[idx], "ts": ev["ts"].to_numpy()[idx]}
+    )
+    lanes_df = (
+        frame.groupby(["side", "a", "b"], sort=False)
+        .agg(n=("level", "size"), maxl=("level", "max"), t=("ts", "min"))
+        .reset_index()
+    )
+    # The thread that ran the steps first, then threads by number of events,
+    # each thread's Python lane right below its op lane, then devices and
+    # streams in order.
+    host = lanes_df["side"] < 2
+    thread_n = lanes_df.loc[host].groupby(["a", "b"])["n"].transform("sum")
+    lanes_df["rank"] = 0
+    lanes_df.loc[host, "rank"] = -thread_n
+    steps = profile.steps
+    if not steps.empty:
+        cats = ev["name"].cat.categories
+        step_cat = np.array([str(c).startswith("ProfilerStep#") for c in cats] + [False])
+        is_step = (kind == K.USER_ANNOTATION) & step_cat[ev["name"].cat.codes.to_numpy()]
+        if is_step.any():
+            first = int(np.flatnonzero(is_step)[0])
+            main = (lanes_df["a"] == pid[first]) & (lanes_df["b"] == tid[first]) & host
+            lanes_df.loc[main, "rank"] = -(2**62)
+    lanes_df["host"] = (~host).astype(int)
+    lanes_df = lanes_df.sort_values(["host", "rank", "a", "b", "side"], kind="stable").reset_index(drop=True)
+
+    lanes: list[Lane] = []
+    first = 0
+    lane_key: dict[tuple[int, int, int], int] = {}
+    meta = profile.meta
+    for rec in lanes_df.itertuples(index=False):
+        s = int(rec.side)
+        name = ("ops", "python", "device")[s]
+        rows = int(min(int(rec.maxl) + 1, ROW_CAP[name]))
+        if s == 2:
+            label = _device_label(meta, int(rec.a), int(rec.b))
+        else:
+            label = _thread_label(meta, int(rec.a), int(rec.b))
+            if s == 1:
+                label += " · python"
+        lane_key[(s, int(rec.a), int(rec.b))] = len(lanes)
+        lanes.append(Lane(ellipsize(label, 34), name, first, rows, int(rec.n)))
+        first += rows
+
+    row = np.full(n, -1, dtype=np.int64)
+    lane_of = np.full(n, -1, dtype=np.int64)
+    if len(idx):
+        keys = pd.MultiIndex.from_arrays([side[idx], a[idx], b[idx]])
+        lookup = pd.Series(list(lane_key.values()), index=pd.MultiIndex.from_tuples(list(lane_key.keys())))
+        li = lookup.reindex(keys).to_numpy()
+        firsts = np.array([ln.first for ln in lanes], dtype=np.int64)
+        caps = np.array([ln.rows for ln in lanes], dtype=np.int64)
+        lv = level[idx]
+        ok = lv < caps[li]
+        row[idx[ok]] = firsts[li[ok]] + lv[ok]
+        lane_of[idx[ok]] = li[ok]
+    return lanes, row, lane_of
+
+
+# --------------------------------------------------------------------------- #
+# string lookup tables
+
+
+class StringTable:
+    """Strings of one payload, each sent once; glyphs carry codes into it."""
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def codes(self, column: pd.Series, rows: np.ndarray) -> np.ndarray:
+        """int32 codes (-1 = none) for the values of categorical ``column`` at ``rows``."""
+        out = np.full(len(rows), -1, dtype=np.int32)
+        ok = rows >= 0
+        if not ok.any():
+            return out
+        cat = column.cat
+        raw = cat.codes.to_numpy()[rows[ok]]
+        used = np.unique(raw[raw >= 0])
+        cats = cat.categories
+        mapping = np.full(len(cats) + 1, -1, dtype=np.int32)  # position -1 stays -1
+        for u in used.tolist():
+            s = str(cats[u])
+            code = self._index.get(s)
+            if code is None:
+                code = self._index[s] = len(self.strings)
+                self.strings.append(s)
+            mapping[u] = code
+        out[ok] = mapping[raw]
+        return out
+
+
+# --------------------------------------------------------------------------- #
+# the timeline
+
+
+_HOST_TOOLTIP = """
+<div style="max-width:520px;font-size:12px;line-height:1.35">
+<div style="font-weight:600;word-break:break-all">@n{str}</div>
+<div>@d{time} · at @x{time}</div>
+<div style="word-break:break-all">@s{shapes}</div>
+<div style="opacity:0.8">@k{merged}</div>
+</div>
+"""
+
+_DEVICE_TOOLTIP = """
+<div style="max-width:520px;font-size:12px;line-height:1.35">
+<div style="font-weight:600;word-break:break-all">@n{str}</div>
+<div>@d{time} · at @x{time}</div>
+<div>@g{grid}@b{block}</div>
+<div style="word-break:break-all">@o{launcher}</div>
+<div style="opacity:0.8">@k{merged}</div>
+</div>
+"""
+
+_STRINGS_JS = """
+const s = strings.data.s;
+const t = (value >= 0 && value < s.length) ? s[value] : "";
+if (!t) return "";
+if (format === "shapes") return "input shapes " + t;
+if (format === "grid") return "grid " + t;
+if (format === "block") return " · block " + t;
+if (format === "launcher") return "launched by " + t;
+return t;
+"""
+
+_MERGED_JS = (
+    FMT_TIME_JS
+    + """
+if (value <= 1) return "";
+const busy = source.data.d[special_vars.index];
+return value.toLocaleString() + " events merged (busy " + fmt_time(busy) + "); longest shown · zoom in for detail";
+"""
+)
+
+
+class Timeline:
+    """A zoomable timeline of a profile, with level of detail and linking.
+
+    Parameters
+    ----------
+    profile
+        The profile to draw.
+    window
+        ``(start_us, end_us)`` shown first (default: the whole trace).
+    max_glyphs
+        Most glyphs sent for any window (host and device together).
+    width_px
+        Expected plot width, for the level of detail and labels.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        window: tuple[float, float] | None = None,
+        max_glyphs: int = 100_000,
+        width_px: int = 1100,
+    ) -> None:
+        self.profile = profile
+        self.max_glyphs = int(max_glyphs)
+        self.width_px = int(width_px)
+        self.on_pick: Callable[[list[tuple[str, str]]], None] | None = None
+        ev = profile.events
+        self._ev = ev
+        self.lanes, self.row, self.lane_of = layout(profile)
+        kind = ev["kind"].to_numpy(object)
+        self._kind = kind
+        ts = ev["ts"].to_numpy(np.float64)
+        dur = np.nan_to_num(ev["dur"].to_numpy(np.float64), nan=0.0)
+        self._ts, self._dur = ts, dur
+        drawn = self.row >= 0
+        self.hidden = int((np.isin(kind, K.HOST_KINDS + K.DEVICE_KINDS) & ~drawn).sum())
+        self._host_rows = np.flatnonzero(drawn & ~np.isin(kind, K.DEVICE_KINDS))
+        self._dev_rows = np.flatnonzero(drawn & np.isin(kind, K.DEVICE_KINDS))
+        self._host_index = LodIndex(ts[self._host_rows], dur[self._host_rows], self.row[self._host_rows])
+        self._dev_index = LodIndex(ts[self._dev_rows], dur[self._dev_rows], self.row[self._dev_rows])
+        self.detailed = len(self._host_rows) + len(self._dev_rows) <= min(DETAIL_LIMIT, self.max_glyphs)
+        self._colour = self._colours()
+        self._has_shapes = bool(ev["input_dims"].notna().any())
+        self._has_launch = bool(ev["grid"].notna().any())
+        spans = [i.span for i in (self._host_index, self._dev_index) if i.size]
+        lo = min(s[0] for s in spans) if spans else 0.0
+        hi = max(s[1] for s in spans) if spans else 1.0
+        if hi <= lo:
+            hi = lo + 1.0
+        self.span = (lo, hi)
+        self._fetched: tuple[float, float, float] | None = None  # (t0, t1, visible span)
+        self._host_reps = np.array([], dtype=np.int64)
+        self._dev_reps = np.array([], dtype=np.int64)
+        self._last_pick: tuple[str, tuple[int, ...]] | None = None
+        self.highlighted = np.array([], dtype=np.int64)
+        self._dev_activity = np.flatnonzero(np.isin(kind, ACTIVITY_KINDS) & (ev["op"].to_numpy() >= 0))
+        self._build(window)
+
+    # -- colours -----------------------------------------------------------
+
+    def _colours(self) -> np.ndarray:
+        names = self._ev["name"]
+        cats = names.cat.categories
+        per_name = np.array([name_colour(str(c)) for c in cats] + [0], dtype=np.uint8)
+        colour = per_name[names.cat.codes.to_numpy()]
+        for kind, idx in KIND_INDEX.items():
+            colour[self._kind == kind] = idx
+        return colour
+
+    # -- payloads ------------------------------------------------------------
+
+    def _query(self, t0: float, t1: float, visible: float) -> tuple[Glyphs, Glyphs]:
+        # A few bins per pixel of the visible span, over the fetched window:
+        # the browser can zoom in that far on its own before detail runs out.
+        res = max(64, int(BINS_PER_PX * self.width_px * (t1 - t0) / max(visible, 1e-9)))
+        merge = not self.detailed
+        budget = self.max_glyphs
+        h = self._host_index.query(t0, t1, budget, res, merge)
+        d = self._dev_index.query(t0, t1, budget, res, merge)
+        total = len(h) + len(d)
+        if total > budget:
+            share = len(h) / total
+            h = self._host_index.query(t0, t1, max(1, int(budget * share)), res, True)
+            d = self._dev_index.query(t0, t1, max(1, budget - len(h)), res, True)
+        return h, d
+
+    def _glyph_data(
+        self, g: Glyphs, rows: np.ndarray, strings: StringTable, min_w: float, device: bool
+    ) -> tuple[dict[str, Any], np.ndarray]:
+        ev = self._ev
+        rep = rows[g.rep] if len(g) else np.array([], dtype=np.int64)
+        colour = self._colour[rep].astype(np.int64)
+        merged = g.count > 1
+        if merged.any():
+            density = g.busy[merged] / np.maximum(g.dur[merged], min_w)
+            level = np.where(density >= 0.66, 1, np.where(density >= 0.33, 2, 3))
+            colour[merged] += len(BASE_COLOURS) * level
+        data: dict[str, Any] = {
+            "x": g.start.astype(np.float64),
+            "w": np.maximum(g.dur, min_w).astype(np.float32),
+            "d": g.busy.astype(np.float32),
+            "y": g.row.astype(np.int16),
+            "k": g.count.astype(np.int32),
+            "c": colour.astype(np.uint8),
+            "n": strings.codes(ev["name"], rep),
+        }
+        if device:
+            op = ev["op"].to_numpy()[rep] if len(rep) else rep
+            data["o"] = strings.codes(ev["name"], op)
+            if self._has_launch:
+                data["g"] = strings.codes(ev["grid"], rep)
+                data["b"] = strings.codes(ev["block"], rep)
+        elif self._has_shapes:
+            data["s"] = strings.codes(ev["input_dims"], rep)
+        return data, rep
+
+    def _labels(
+        self, datas: Iterable[tuple[dict[str, Any], np.ndarray]], v0: float, v1: float
+    ) -> dict[str, Any]:
+        """Names written on the glyphs wide enough to hold them.
+
+        Only the part of a glyph inside the visible window ``[v0, v1]``
+        counts, and the label starts there: a step that began before the
+        window still shows its name.
+        """
+        px_per_us = self.width_px / max(v1 - v0, 1e-9)
+        xs, ys, texts, widths = [], [], [], []
+        names = self._ev["name"]
+        cats, codes = names.cat.categories, names.cat.codes.to_numpy()
+        for data, rep in datas:
+            x = data["x"]
+            left = np.maximum(x, v0)
+            right = np.minimum(x + data["w"].astype(np.float64), v1)
+            px = (right - left) * px_per_us
+            ok = (px >= 48) & (data["k"] == 1)
+            for i in np.flatnonzero(ok):
+                widths.append(px[i])
+                xs.append(float(left[i]))
+                ys.append(int(data["y"][i]))
+                c = codes[rep[i]]
+                chars = int(px[i] / 6.6) - 1
+                texts.append(ellipsize(str(cats[c]) if c >= 0 else "", chars) if chars >= 4 else "")
+        if len(xs) > LABEL_MAX:
+            keep = np.sort(np.argsort(-np.asarray(widths), kind="stable")[:LABEL_MAX])
+            xs = [xs[i] for i in keep]
+            ys = [ys[i] for i in keep]
+            texts = [texts[i] for i in keep]
+        return {"x": np.asarray(xs, dtype=np.float64), "y": np.asarray(ys, dtype=np.int16), "text": texts}
+
+    def fetch(self, start: float | None = None, end: float | None = None) -> None:
+        """Send the glyphs for the visible window ``[start, end]`` (default: all).
+
+        Detail is fetched for one more window on each side, so short pans
+        need no round trip.
+        """
+        lo, hi = self.span
+        v0 = lo if start is None else max(float(start), lo - (hi - lo))
+        v1 = hi if end is None else min(float(end), hi + (hi - lo))
+        if v1 <= v0:
+            v1 = v0 + 1e-3
+        visible = v1 - v0
+        t0, t1 = max(lo, v0 - visible), min(hi, v1 + visible)
+        if start is None and end is None:
+            t0, t1 = lo, hi
+        self._fetched = (t0, t1, visible)
+        h, d = self._query(t0, t1, visible)
+        strings = StringTable()
+        min_w = visible / self.width_px
+        host_data, self._host_reps = self._glyph_data(h, self._host_rows, strings, min_w, device=False)
+        dev_data, self._dev_reps = self._glyph_data(d, self._dev_rows, strings, min_w, device=True)
+        self.strings_source.data = {"s": strings.strings}
+        self.host_source.selected.indices = []
+        self.dev_source.selected.indices = []
+        self.host_source.data = host_data
+        self.dev_source.data = dev_data
+        self.label_source.data = self._labels(
+            [(host_data, self._host_reps), (dev_data, self._dev_reps)], v0, v1
+        )
+        if len(self.highlighted):
+            self._draw_highlight(min_w)
+
+    def needs_fetch(self, start: float, end: float) -> bool:
+        """True when the window ``[start, end]`` needs new detail from Python."""
+        if self._fetched is None:
+            return True
+        t0, t1, visible = self._fetched
+        span = end - start
+        lo, hi = self.span
+        inside = start >= t0 - 1e-9 or start <= lo
+        inside &= end <= t1 + 1e-9 or end >= hi
+        # Labels and merged glyphs were sized for the fetched zoom level.
+        return not (inside and 0.67 < span / visible < 1.5)
+
+    @property
+    def glyph_count(self) -> int:
+        """Glyphs currently sent (host and device)."""
+        return len(self.host_source.data["x"]) + len(self.dev_source.data["x"])
+
+    # -- figure --------------------------------------------------------------
+
+    def _build(self, window: tuple[float, float] | None) -> None:
+        from bokeh.models import (
+            BoxZoomTool,
+            ColumnDataSource,
+            CustomJSHover,
+            CustomJSTickFormatter,
+            FixedTicker,
+            HoverTool,
+            PanTool,
+            Range1d,
+            ResetTool,
+            SaveTool,
+            TapTool,
+            WheelZoomTool,
+            ZoomInTool,
+            ZoomOutTool,
+        )
+        from bokeh.plotting import figure
+        from bokeh.transform import dodge, linear_cmap
+
+        lo, hi = self.span
+        pad = (hi - lo) * 0.01
+        rows = sum(ln.rows for ln in self.lanes) or 1
+        steps = self.profile.steps
+        top = -1.6 if not steps.empty else -0.6
+        row_px = int(min(ROW_PX, max(9, 640 / rows)))
+        height = int((rows - top) * row_px + 60)
+        self.strings_source = ColumnDataSource({"s": []}, name="torchprof-strings")
+        self.host_source = ColumnDataSource(name="torchprof-host")
+        self.dev_source = ColumnDataSource(name="torchprof-device")
+        self.label_source = ColumnDataSource({"x": [], "y": [], "text": []}, name="torchprof-labels")
+        self.highlight_source = ColumnDataSource({"x": [], "w": [], "y": []}, name="torchprof-highlight")
+
+        x0, x1 = window if window is not None else (lo - pad, hi + pad)
+        fig = figure(
+            x_range=Range1d(x0, x1, bounds=(lo - pad, hi + pad), min_interval=0.01),
+            y_range=Range1d(rows - 0.4, top),
+            height=height,
+            sizing_mode="stretch_width",
+            output_backend="webgl",
+            tools=[],
+            toolbar_location="right",
+            min_border_left=10,
+            min_border_right=10,
+            min_border_top=4,
+            min_border_bottom=4,
+            background_fill_alpha=0.0,
+            border_fill_alpha=0.0,
+            outline_line_color=None,
+            name="torchprof-timeline",
+        )
+        fig.xaxis.formatter = time_tick_formatter()
+        fig.xaxis.axis_label = None
+        fig.ygrid.grid_line_color = None
+        fig.xgrid.grid_line_alpha = 0.5
+        ticks = [ln.first for ln in self.lanes]
+        labels = {str(ln.first): ln.label for ln in self.lanes}
+        fig.yaxis.ticker = FixedTicker(ticks=ticks, minor_ticks=[])
+        fig.yaxis.formatter = CustomJSTickFormatter(
+            args={"labels": labels}, code="const t = labels[String(tick)]; return t === undefined ? '' : t;"
+        )
+        fig.yaxis.major_tick_line_color = None
+        fig.yaxis.major_label_text_font_size = "11px"
+        fig.xaxis.major_label_text_font_size = "11px"
+        self._decorate(fig, rows, top)
+
+        cmap = linear_cmap("c", PALETTE, low=-0.5, high=len(PALETTE) - 0.5)
+        y = dodge("y", -0.4)
+        glyph_kw = {"x": "x", "y": y, "width": "w", "height": 0.8, "fill_color": cmap, "line_color": None}
+        host_r = fig.block(source=self.host_source, name="torchprof-host-glyphs", **glyph_kw)
+        dev_r = fig.block(source=self.dev_source, name="torchprof-device-glyphs", **glyph_kw)
+        for r in (host_r, dev_r):
+            r.selection_glyph = r.glyph.clone(line_color=ACCENT, line_width=2)
+            r.nonselection_glyph = r.glyph.clone()
+        fig.text(
+            x="x",
+            y="y",
+            text="text",
+            source=self.label_source,
+            x_offset=3,
+            text_baseline="middle",
+            text_font_size="10px",
+            text_color="#1b1b1b",
+            name="torchprof-label-glyphs",
+        )
+        fig.block(
+            x="x",
+            y=y,
+            width="w",
+            height=0.8,
+            source=self.highlight_source,
+            fill_color=ACCENT,
+            fill_alpha=0.25,
+            line_color=ACCENT,
+            line_width=2,
+            name="torchprof-highlight-glyphs",
+        )
+
+        time_hover = CustomJSHover(code=FMT_TIME_JS + "return fmt_time(value);")
+        strings_hover = CustomJSHover(args={"strings": self.strings_source}, code=_STRINGS_JS)
+        formatters_common = {"@n": strings_hover, "@d": time_hover, "@x": time_hover}
+        host_hover = HoverTool(
+            renderers=[host_r],
+            tooltips=_HOST_TOOLTIP,
+            formatters={
+                **formatters_common,
+                "@s": strings_hover,
+                "@k": CustomJSHover(args={"source": self.host_source}, code=_MERGED_JS),
+            },
+            point_policy="follow_mouse",
+            description="Hover: host events",
+        )
+        dev_hover = HoverTool(
+            renderers=[dev_r],
+            tooltips=_DEVICE_TOOLTIP,
+            formatters={
+                **formatters_common,
+                "@g": strings_hover,
+                "@b": strings_hover,
+                "@o": strings_hover,
+                "@k": CustomJSHover(args={"source": self.dev_source}, code=_MERGED_JS),
+            },
+            point_policy="follow_mouse",
+            description="Hover: device work",
+        )
+        pan = PanTool(dimensions="width")
+        wheel = WheelZoomTool(dimensions="width", modifiers={"ctrl": True}, description="Ctrl + wheel: zoom")
+        fig.add_tools(
+            pan,
+            wheel,
+            BoxZoomTool(dimensions="width"),
+            # Twice as close per click: ten clicks go from a step to a kernel.
+            ZoomInTool(dimensions="width", factor=0.5),
+            ZoomOutTool(dimensions="width", factor=0.5),
+            TapTool(renderers=[host_r, dev_r]),
+            host_hover,
+            dev_hover,
+            ResetTool(),
+            SaveTool(),
+        )
+        fig.toolbar.active_drag = pan
+        fig.toolbar.active_scroll = wheel
+        fig.toolbar.logo = None
+        follow_theme([fig])
+        self.figure = fig
+        self.model = fig
+        self.fetch(*(window if window is not None else (None, None)))
+
+    def _decorate(self, fig: Any, rows: int, top: float) -> None:
+        """Lane bands and step markers (underlay, not hoverable)."""
+        from bokeh.models import BoxAnnotation, ColumnDataSource
+
+        for i, ln in enumerate(self.lanes):
+            if i % 2 == 1:
+                fig.add_layout(
+                    BoxAnnotation(
+                        top=ln.first - 0.5,
+                        bottom=ln.first + ln.rows - 0.5,
+                        fill_color="#808080",
+                        fill_alpha=0.06,
+                        line_color=None,
+                        level="underlay",
+                    )
+                )
+        steps = self.profile.steps
+        if steps.empty:
+            return
+        start = steps["start_us"].to_numpy(np.float64)
+        end = start + steps["wall_us"].to_numpy(np.float64)
+        odd = np.arange(len(steps)) % 2 == 1
+        bands = ColumnDataSource(
+            {
+                "left": start[odd],
+                "right": end[odd],
+                "top": np.full(odd.sum(), top),
+                "bottom": np.full(odd.sum(), rows),
+            }
+        )
+        fig.quad(
+            left="left",
+            right="right",
+            top="top",
+            bottom="bottom",
+            source=bands,
+            fill_color="#808080",
+            fill_alpha=0.07,
+            line_color=None,
+            level="underlay",
+        )
+        marks = ColumnDataSource(
+            {
+                "x": start,
+                "y0": np.full(len(start), top),
+                "y1": np.full(len(start), rows - 0.4),
+                "label": [f"step {int(s)}" for s in steps["step"]],
+            }
+        )
+        fig.segment(
+            x0="x",
+            x1="x",
+            y0="y0",
+            y1="y1",
+            source=marks,
+            line_color="#808080",
+            line_alpha=0.6,
+            line_dash="dashed",
+        )
+        fig.text(
+            x="x",
+            y=top / 2 - 0.2,
+            text="label",
+            source=marks,
+            x_offset=4,
+            text_baseline="middle",
+            text_font_size="11px",
+            text_color="#808080",
+        )
+
+    # -- highlighting and picking -------------------------------------------
+
+    def highlight(self, rows: np.ndarray) -> int:
+        """Outline the events at ``rows`` of `Profile.events`; returns how many are drawn."""
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[(rows >= 0) & (rows < len(self.row))]
+        self.highlighted = np.unique(rows[self.row[rows] >= 0])
+        visible = self._fetched[2] if self._fetched else (self.span[1] - self.span[0])
+        self._draw_highlight(visible / self.width_px)
+        return len(self.highlighted)
+
+    def _draw_highlight(self, min_w: float) -> None:
+        rows = self.highlighted
+        if len(rows) > HIGHLIGHT_MAX:
+            g = LodIndex(self._ts[rows], self._dur[rows], self.row[rows]).query(max_glyphs=HIGHLIGHT_MAX)
+            x, w, y = g.start, g.dur, g.row
+        else:
+            x, w, y = self._ts[rows], self._dur[rows], self.row[rows]
+        self.highlight_source.data = {
+            "x": np.asarray(x, dtype=np.float64),
+            "w": np.maximum(np.asarray(w, dtype=np.float64), min_w).astype(np.float32),
+            "y": np.asarray(y, dtype=np.int16),
+        }
+
+    def extent(self, rows: np.ndarray) -> tuple[float, float] | None:
+        """(start, end) covering the first of ``rows`` and the work it links to."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) == 0:
+            return None
+        first = rows[np.argmin(self._ts[rows])]
+        group = np.concatenate([[first], self.linked(np.array([first]))])
+        s = float(self._ts[group].min())
+        e = float((self._ts[group] + self._dur[group]).max())
+        pad = max((e - s) * 0.25, 1.0)
+        return s - pad, e + pad
+
+    def zoom_to(self, start: float, end: float) -> None:
+        """Show the window ``[start, end]`` and send its detail."""
+        self.figure.x_range.start = start
+        self.figure.x_range.end = end
+        self.fetch(start, end)
+
+    def linked(self, rows: np.ndarray) -> np.ndarray:
+        """Events linked to ``rows``.
+
+        For host ops: the kernels, copies and memsets launched at any depth
+        below them, and their launches. For device work: its launch and the
+        op that launched it.
+        """
+        ev = self._ev
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) == 0:
+            return rows
+        is_dev = np.isin(self._kind[rows], K.DEVICE_KINDS)
+        out = []
+        dev_rows = rows[is_dev]
+        if len(dev_rows):
+            out.append(ev["op"].to_numpy()[dev_rows])
+            out.append(ev["launch"].to_numpy()[dev_rows])
+        host_rows = rows[~is_dev]
+        if len(host_rows) and len(self._dev_activity):
+            parent = ev["parent"].to_numpy()
+            cur = ev["op"].to_numpy()[self._dev_activity]
+            hit = np.zeros(len(cur), dtype=bool)
+            wanted = np.zeros(len(ev), dtype=bool)
+            wanted[host_rows] = True
+            while True:
+                valid = cur >= 0
+                if not valid.any():
+                    break
+                hit[valid] |= wanted[cur[valid]]
+                cur = np.where(valid, parent[np.maximum(cur, 0)], -1)
+            kernels = self._dev_activity[hit]
+            out.append(kernels)
+            out.append(ev["launch"].to_numpy()[kernels])
+        if not out:
+            return np.array([], dtype=np.int64)
+        linked = np.concatenate(out)
+        return np.unique(linked[linked >= 0])
+
+    def describe(self, row: int) -> list[tuple[str, str]]:
+        """What to say about event ``row`` (label, value), plain text."""
+        ev = self._ev
+        rec = ev.iloc[row]
+        kind = str(rec["kind"])
+        lane = self.lanes[self.lane_of[row]].label if self.lane_of[row] >= 0 else ""
+        out = [("name", str(rec["name"])), ("kind", kind.replace("_", " ")), ("lane", lane)]
+        out.append(("start", fmt_time(float(rec["ts"]))))
+        out.append(("duration", fmt_time(float(rec["dur"]))))
+        if kind in K.DEVICE_KINDS:
+            for col, label in (("grid", "grid"), ("block", "block")):
+                if pd.notna(rec[col]):
+                    out.append((label, str(rec[col])))
+            if pd.notna(rec.get("registers")):
+                out.append(("registers", f"{rec['registers']:.0f}"))
+            if pd.notna(rec.get("bytes")):
+                out.append(("bytes", fmt_bytes(float(rec["bytes"]))))
+            op = int(rec["op"])
+            if op >= 0:
+                out.append(("launched by", str(ev["name"].iloc[op])))
+            launch = int(rec["launch"])
+            if launch >= 0:
+                delay = rec.get("launch_delay_us")
+                extra = f" (queued {fmt_time(float(delay))})" if pd.notna(delay) else ""
+                out.append(
+                    (
+                        "launch",
+                        f"{ev['name'].iloc[launch]} at {fmt_time(float(ev['ts'].iloc[launch]))}{extra}",
+                    )
+                )
+        else:
+            out.append(("self CPU", fmt_time(float(rec["self_cpu_us"]))))
+            if pd.notna(rec["input_dims"]):
+                out.append(("input shapes", str(rec["input_dims"])))
+            if float(rec["device_total_us"]) > 0:
+                out.append(("device time", fmt_time(float(rec["device_total_us"]))))
+            kernels = self.linked(np.array([row]))
+            kernels = kernels[np.isin(self._kind[kernels], ACTIVITY_KINDS)]
+            if len(kernels):
+                out.append(("launched", f"{len(kernels)} kernel/copy/memset call(s), highlighted"))
+        return out
+
+    def pick(self, side: str, index: int) -> None:
+        """Handle a click on glyph ``index`` of the ``host`` or ``device`` source."""
+        reps = self._host_reps if side == "host" else self._dev_reps
+        if not 0 <= index < len(reps):
+            return
+        row = int(reps[index])
+        self.highlight(np.concatenate([[row], self.linked(np.array([row]))]))
+        if self.on_pick is not None:
+            self.on_pick(self.describe(row))
+
+    # -- live kernel ----------------------------------------------------------
+
+    def attach(self) -> None:
+        """Answer zooms and clicks from the browser (needs a live BokehModel)."""
+        from bokeh.events import RangesUpdate
+
+        def on_ranges(event: Any) -> None:
+            if event.x0 is None or event.x1 is None:
+                return
+            if self.needs_fetch(float(event.x0), float(event.x1)):
+                self.fetch(float(event.x0), float(event.x1))
+
+        self.figure.on_event(RangesUpdate, on_ranges)
+        for side, source in (("host", self.host_source), ("device", self.dev_source)):
+            source.selected.on_change("indices", self._selection_handler(side))
+
+    def _selection_handler(self, side: str) -> Callable[[str, Any, Any], None]:
+        def handler(attr: str, old: Any, new: Any) -> None:
+            key = (side, tuple(new or ()))
+            # jupyter_bokeh may deliver one change twice, and echoes changes
+            # made from Python: act once per distinct selection.
+            if key == self._last_pick or not new:
+                return
+            self._last_pick = key
+            self.pick(side, int(new[0]))
+
+        return handler
+
+
+def build_timeline(
+    profile: Profile, window: tuple[float, float] | None = None, max_glyphs: int = 100_000
+) -> Any:
+    """A bokeh timeline of ``profile`` (host threads and device streams).
+
+    Usable without a kernel, e.g. with ``bokeh.embed.json_item``: zoom, pan
+    and hover run in the browser; detail beyond the level of detail needs
+    the live `Timeline` (see `views.widget`).
+
+    Parameters
+    ----------
+    profile
+        The profile to draw.
+    window
+        ``(start_us, end_us)`` to show (default: the whole trace).
+    max_glyphs
+        Upper bound on the glyphs included.
+
+    Returns
+    -------
+    bokeh.plotting.figure
+    """
+    return Timeline(profile, window=window, max_glyphs=max_glyphs).model

@@ -1,0 +1,402 @@
+"""The inline interactive view: an ipywidgets container with bokeh inside.
+
+Layout, top to bottom: a header (run name, device, steps, time per step,
+device busy), the findings when the profile has any, then tabs:
+
+* **Ops**: filter box, group by name / input shape / stack / module, self vs
+  total, the sortable table (top rows; "show all"), exact totals. Selecting
+  a row outlines its events and kernels in the timeline.
+* **Kernels**: the same for kernels, copies and memsets.
+* **Timeline**: host threads and device streams (`views.timeline`); zooming
+  fetches detail from the kernel, clicking a kernel names the op that
+  launched it (and the reverse).
+* **Memory** when allocations were recorded.
+
+`views.interactive` decides where the view is built (an ipykernel with
+comms); everywhere else the profile's text and static HTML are what is
+shown, and they travel in the same mimebundle as the widget, so a notebook
+opened without the widget state still reads well.
+
+BokehJS itself is put on the page by our JupyterLab extension, served by our
+server extension: nothing here loads it from a network.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+import numpy as np
+
+from .format import fmt_count, fmt_pct, fmt_time
+from .memory import build_memory, has_memory
+from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
+from .timeline import Timeline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..profile import Profile
+
+#: Views kept alive; older ones are closed so that re-running a cell many
+#: times does not keep every old profile in memory.
+MAX_LIVE_VIEWS = 24
+_LIVE: deque[ProfileView] = deque()
+
+_GROUP_LABELS = {"name": "name", "shape": "input shape", "stack": "stack", "module": "module"}
+
+
+# --------------------------------------------------------------------------- #
+# HTML pieces (everything from the trace is escaped)
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def header_html(profile: Profile) -> str:
+    """Run name and headline numbers as chips."""
+    s = profile.summary
+    steps = int(s.get("steps") or 0)
+    per = "/step" if steps else ""
+    chips = [("device", s.get("device", "?"))]
+    chips.append(("steps", str(steps) if steps else "whole trace"))
+    chips.append(("wall", f"{fmt_time(s.get('wall_per_step_us'))}{per}"))
+    chips.append(("CPU busy", f"{fmt_time(s.get('cpu_busy_per_step_us'))}{per}"))
+    if s.get("device_traced"):
+        chips.append(
+            (
+                "device busy",
+                f"{fmt_time(s.get('device_busy_per_step_us'))}{per} ({fmt_pct(s.get('device_busy_pct'))})",
+            )
+        )
+    chips.append(("events", fmt_count(s.get("events"))))
+    if s.get("rank") is not None and s.get("world_size"):
+        chips.append(("rank", f"{s['rank']} of {s['world_size']}"))
+    parts = ['<div class="jp-TorchProf-header">']
+    parts.append(f'<div class="jp-TorchProf-title">{_esc(profile.name)}</div>')
+    parts.append('<div class="jp-TorchProf-chips">')
+    for label, value in chips:
+        parts.append(
+            f'<span class="jp-TorchProf-chip"><span class="jp-TorchProf-chip-label">{_esc(label)}</span> '
+            f'<span class="jp-TorchProf-chip-value">{_esc(value)}</span></span>'
+        )
+    parts.append("</div>")
+    if profile.error:
+        parts.append(f'<div class="jp-TorchProf-error">{_esc(profile.error)}</div>')
+    for note in profile.notes:
+        parts.append(f'<div class="jp-TorchProf-note">{_esc(note)}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _details_html(pairs: list[tuple[str, str]]) -> str:
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in pairs)
+    return f'<table class="jp-TorchProf-details">{rows}</table>'
+
+
+# --------------------------------------------------------------------------- #
+# the view
+
+
+class ProfileView(W.VBox):
+    """The interactive view of a `Profile` (see the module docstring).
+
+    Parameters
+    ----------
+    profile
+        The profile to show.
+    max_glyphs
+        Glyph budget of the timeline.
+    """
+
+    def __init__(self, profile: Profile, max_glyphs: int = 100_000, **kwargs: Any) -> None:
+        self.profile = profile
+        self.header = W.HTML(header_html(profile))
+        self.header.add_class("jp-TorchProf-headerbox")
+        # The slot the findings fill once `Profile.findings` exists.
+        self.findings = W.HTML(self._findings_html())
+        self.findings.add_class("jp-TorchProf-findingsbox")
+        self.findings.layout.display = None if self.findings.value else "none"
+
+        self.timeline = Timeline(profile, max_glyphs=max_glyphs)
+        self.ops = OpTable(profile)
+        device = bool(profile.summary["device_traced"]) and not profile.kernels.empty
+        self.kernels = KernelTable(profile) if device else None
+
+        pages: list[tuple[str, W.Widget]] = [(f"Ops ({fmt_count(len(profile.ops))})", self._ops_page())]
+        if self.kernels is not None:
+            pages.append((f"Kernels ({fmt_count(len(profile.kernels))})", self._kernels_page()))
+        pages.append(("Timeline", self._timeline_page()))
+        self._timeline_tab = len(pages) - 1
+        if has_memory(profile):
+            pages.append(("Memory", self._memory_page()))
+        self.tabs = W.Tab(children=[p for _, p in pages])
+        self.tabs.titles = tuple(t for t, _ in pages)
+        self.tabs.add_class("jp-TorchProf-tabs")
+        # Export: format menu, button, what was written and a download link.
+        from .export_control import ExportControl
+
+        self.export = ExportControl(profile)
+        super().__init__(children=[self.header, self.findings, self.tabs, self.export.box], **kwargs)
+        self.add_class("jp-TorchProf-view")
+        self.layout.width = "100%"
+        _LIVE.append(self)
+        while len(_LIVE) > MAX_LIVE_VIEWS:
+            _LIVE.popleft().close()
+
+    # -- findings slot -------------------------------------------------------
+
+    def _findings_html(self) -> str:
+        try:
+            findings = getattr(self.profile, "findings", None)
+        except Exception as exc:  # noqa: BLE001 - a failing rule must not hide the profile
+            return f'<div class="jp-TorchProf-note">{_esc(f"findings unavailable: {exc}")}</div>'
+        if findings is None or len(findings) == 0:
+            return ""
+        from .findings import findings_html
+
+        return findings_html(findings, limit=5)
+
+    # -- pages ----------------------------------------------------------------
+
+    def _bokeh_model(self, model: Any, cls: str) -> W.Widget:
+        bm = _bokeh_pane(model)
+        bm.add_class(cls)
+        bm.layout.width = "100%"
+        return bm
+
+    def _ops_page(self) -> W.Widget:
+        table = self.ops
+        self.op_filter = W.Text(
+            placeholder="filter ops: substring, or regex like ^aten::(mm|addmm)$",
+            continuous_update=True,
+            layout=W.Layout(width="380px"),
+        )
+        self.op_filter.add_class("jp-TorchProf-filter")
+        groups = available_groupings(self.profile)
+        self.op_group = W.ToggleButtons(
+            options=[(_GROUP_LABELS[g], g) for g in groups],
+            value="name",
+            tooltips=[
+                f"one row per op {_GROUP_LABELS[g]}" if g != "name" else "one row per op name" for g in groups
+            ],
+        )
+        self.op_group.add_class("jp-TorchProf-toggle")
+        self.op_group.layout.display = None if len(groups) > 1 else "none"
+        self.op_mode = W.ToggleButtons(
+            options=[("self", "self"), ("total", "total")],
+            value="self",
+            tooltips=["time in the op itself", "time in the op and everything it called"],
+        )
+        self.op_mode.add_class("jp-TorchProf-toggle")
+        self.op_status = W.HTML()
+        self.op_status.add_class("jp-TorchProf-status")
+        self.op_all = W.Button(description="show all", layout=W.Layout(width="auto"))
+        self.op_all.add_class("jp-TorchProf-button")
+        self.op_selection = W.HTML()
+        self.op_selection.add_class("jp-TorchProf-selection")
+        self.op_goto = W.Button(
+            description="show in timeline", icon="arrow-right", layout=W.Layout(width="auto")
+        )
+        self.op_goto.add_class("jp-TorchProf-button")
+        self.op_goto.layout.display = "none"
+        self._op_rows = np.array([], dtype=np.int64)
+
+        def refresh(**changes: Any) -> None:
+            table.update(**changes)
+            self._sync_table_footer(table, self.op_status, self.op_all)
+            self._clear_selection(self.op_selection, self.op_goto)
+
+        self.op_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
+        self.op_group.observe(lambda ch: refresh(group_by=ch["new"]), "value")
+        self.op_mode.observe(lambda ch: refresh(mode=ch["new"]), "value")
+        self.op_all.on_click(
+            lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS)
+        )
+        self.op_goto.on_click(lambda _: self._goto(self._op_rows))
+        table.source.selected.on_change("indices", self._table_selection("ops"))
+        self._sync_table_footer(table, self.op_status, self.op_all)
+
+        controls = W.HBox([self.op_filter, self.op_group, self.op_mode])
+        controls.add_class("jp-TorchProf-controls")
+        footer = W.HBox([self.op_status, self.op_all])
+        footer.add_class("jp-TorchProf-footer")
+        sel = W.HBox([self.op_selection, self.op_goto])
+        sel.add_class("jp-TorchProf-selectionbox")
+        page = W.VBox([controls, self._bokeh_model(table.model, "jp-TorchProf-optable"), footer, sel])
+        page.add_class("jp-TorchProf-page")
+        return page
+
+    def _kernels_page(self) -> W.Widget:
+        table = self.kernels
+        assert table is not None
+        self.k_filter = W.Text(
+            placeholder="filter kernels: substring, or regex like gemm|conv",
+            continuous_update=True,
+            layout=W.Layout(width="380px"),
+        )
+        self.k_filter.add_class("jp-TorchProf-filter")
+        self.k_status = W.HTML()
+        self.k_status.add_class("jp-TorchProf-status")
+        self.k_all = W.Button(description="show all", layout=W.Layout(width="auto"))
+        self.k_all.add_class("jp-TorchProf-button")
+        self.k_selection = W.HTML()
+        self.k_selection.add_class("jp-TorchProf-selection")
+        self.k_goto = W.Button(
+            description="show in timeline", icon="arrow-right", layout=W.Layout(width="auto")
+        )
+        self.k_goto.add_class("jp-TorchProf-button")
+        self.k_goto.layout.display = "none"
+        self._k_rows = np.array([], dtype=np.int64)
+
+        def refresh(**changes: Any) -> None:
+            table.update(**changes)
+            self._sync_table_footer(table, self.k_status, self.k_all)
+            self._clear_selection(self.k_selection, self.k_goto)
+
+        self.k_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
+        self.k_all.on_click(lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS))
+        self.k_goto.on_click(lambda _: self._goto(self._k_rows))
+        table.source.selected.on_change("indices", self._table_selection("kernels"))
+        self._sync_table_footer(table, self.k_status, self.k_all)
+
+        controls = W.HBox([self.k_filter])
+        controls.add_class("jp-TorchProf-controls")
+        footer = W.HBox([self.k_status, self.k_all])
+        footer.add_class("jp-TorchProf-footer")
+        sel = W.HBox([self.k_selection, self.k_goto])
+        sel.add_class("jp-TorchProf-selectionbox")
+        page = W.VBox([controls, self._bokeh_model(table.model, "jp-TorchProf-kerneltable"), footer, sel])
+        page.add_class("jp-TorchProf-page")
+        return page
+
+    def _timeline_page(self) -> W.Widget:
+        tl = self.timeline
+        hint = "drag to pan · Ctrl + wheel or the box tool to zoom · click an op or a kernel to link it"
+        if not tl.detailed:
+            hint += " · narrow events are merged until you zoom in"
+        if tl.hidden:
+            hint += f" · {fmt_count(tl.hidden)} deeply nested events not drawn"
+        self.tl_hint = W.HTML(f'<div class="jp-TorchProf-hint">{_esc(hint)}</div>')
+        self.tl_detail = W.HTML()
+        self.tl_detail.add_class("jp-TorchProf-detail")
+        tl.on_pick = lambda pairs: setattr(self.tl_detail, "value", _details_html(pairs))
+        tl.attach()
+        page = W.VBox([self.tl_hint, self._bokeh_model(tl.model, "jp-TorchProf-timeline"), self.tl_detail])
+        page.add_class("jp-TorchProf-page")
+        return page
+
+    def _memory_page(self) -> W.Widget:
+        page = W.VBox([self._bokeh_model(build_memory(self.profile), "jp-TorchProf-memory")])
+        page.add_class("jp-TorchProf-page")
+        return page
+
+    # -- behaviour ------------------------------------------------------------
+
+    @staticmethod
+    def _sync_table_footer(table: OpTable | KernelTable, status: W.HTML, button: W.Button) -> None:
+        status.value = _esc(table.status())
+        matched = table.matched
+        if table.limit > DEFAULT_ROWS:
+            button.description = f"top {DEFAULT_ROWS}"
+            button.layout.display = None
+        elif matched > len(table.shown):
+            n = min(matched, MAX_ROWS)
+            button.description = f"show all {fmt_count(n)}" if n == matched else f"show {fmt_count(n)}"
+            button.layout.display = None
+        else:
+            button.layout.display = "none"
+
+    @staticmethod
+    def _clear_selection(label: W.HTML, button: W.Button) -> None:
+        label.value = ""
+        button.layout.display = "none"
+
+    def _table_selection(self, which: str) -> Any:
+        last: list[tuple[int, ...]] = [()]
+
+        def handler(attr: str, old: Any, new: Any) -> None:
+            key = tuple(new or ())
+            if key == last[0]:
+                return  # the same change delivered twice, or echoed back
+            last[0] = key
+            table = self.ops if which == "ops" else self.kernels
+            label = self.op_selection if which == "ops" else self.k_selection
+            button = self.op_goto if which == "ops" else self.k_goto
+            if not key or table is None:
+                self._clear_selection(label, button)
+                self.timeline.highlight(np.array([], dtype=np.int64))
+                return
+            rows = np.unique(np.concatenate([table.event_rows(i) for i in key]))
+            linked = self.timeline.linked(rows)
+            drawn = self.timeline.highlight(np.concatenate([rows, linked]))
+            names = table.shown.iloc[list(key)]["name"].astype(str).tolist()
+            what = names[0] if len(names) == 1 else f"{len(names)} rows"
+            n_linked = len(linked)
+            text = (
+                f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(n_linked)} linked "
+                f"launch/kernel event(s); {fmt_count(drawn)} outlined in the timeline"
+            )
+            label.value = _esc(text)
+            if which == "ops":
+                self._op_rows = rows
+            else:
+                self._k_rows = rows
+            button.layout.display = None if drawn else "none"
+
+        return handler
+
+    def _goto(self, rows: np.ndarray) -> None:
+        window = self.timeline.extent(rows)
+        self.tabs.selected_index = self._timeline_tab
+        if window is not None:
+            self.timeline.zoom_to(*window)
+
+    def close(self) -> None:
+        """Close the view and every widget inside it."""
+        _close_tree(self.tabs)
+        self.export.close()
+        self.header.close()
+        self.findings.close()
+        super().close()
+
+
+def _bokeh_pane(model: Any) -> W.Widget:
+    """A ``BokehModel`` widget for ``model`` that may be closed twice.
+
+    jupyter_bokeh's ``close`` fails when called again (ipywidgets calls it
+    once more when the widget is garbage collected); events from the
+    browser are combined while the kernel is busy (pans send many), and
+    echoes of our own data updates are dropped unread.
+    """
+    global _PANE
+    if _PANE is None:
+        from jupyter_bokeh import BokehModel
+
+        class BokehPane(BokehModel):
+            def close(self) -> None:
+                if getattr(self, "_torchprof_closed", False):
+                    return
+                self._torchprof_closed = True
+                super().close()
+
+            def _sync_model(self, model: Any, content: dict[str, Any], buffers: list[Any]) -> None:
+                # BokehJS echoes every data change made from Python back to
+                # the kernel; nothing in the browser edits our sources, so
+                # skip decoding what was just sent.
+                if content.get("kind") == "ModelChanged" and content.get("attr") == "data":
+                    return
+                super()._sync_model(model, content, buffers)
+
+        _PANE = BokehPane
+    return _PANE(model, combine_events=True)
+
+
+_PANE: Any = None
+
+
+def _close_tree(widget: W.Widget) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()
