@@ -6,8 +6,13 @@ Layout::
     <root>/<run id>/run.json        name, cell, device, headline numbers, top ops
 
 Every write is atomic (temporary file + ``os.replace``), so a kernel killed in
-the middle of a run leaves either a complete ``run.json`` or none; a folder
-whose ``run.json`` is missing or unreadable is listed as damaged.
+the middle of a run leaves either a complete ``run.json`` or the placeholder
+written when the run started; a folder whose ``run.json`` is missing or
+unreadable, or whose placeholder belongs to a process that is gone, is listed
+as damaged (never hidden, never fatal to the listing).
+
+Run ids follow `RUN_ID_RE`; the server extension refuses anything else, so an
+id can never name a path outside the store.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import gzip
 import json
 import math
 import os
+import re
 import secrets
 import shutil
+import socket
 import threading
 import time
 import zlib
@@ -27,6 +34,11 @@ from typing import Any
 RUN_FILE = "run.json"
 TRACE_NAME = "trace.json.gz"
 SCHEMA = 1
+
+#: What a run id looks like: ``20261130-142501-3fa9c1``, optionally with a short
+#: lowercase suffix (``-eager``). No dots, no separators: an id is always one
+#: plain folder name inside the store.
+RUN_ID_RE = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}(?:-[a-z0-9]{1,16})?")
 
 _pending_compressions: list[threading.Thread] = []
 
@@ -40,6 +52,42 @@ def new_run_id(now: float | None = None) -> str:
     """Sortable, unique, filesystem-safe id: ``20261130-142501-3fa9c1``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
     return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def is_run_id(text: object) -> bool:
+    """Whether ``text`` is a well-formed run id (see `RUN_ID_RE`)."""
+    return isinstance(text, str) and RUN_ID_RE.fullmatch(text) is not None
+
+
+def _process_alive(pid: object, host: object) -> bool:
+    """Whether the process that started a run may still be writing it.
+
+    On another host (a shared file system) we cannot tell, so we assume yes.
+    """
+    if host != socket.gethostname():
+        return True
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Bytes of the plain files under ``folder`` (symlinks are not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            total += st.st_size
+    return total
 
 
 def _json_safe(value: Any) -> Any:
@@ -81,12 +129,12 @@ def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = 
             pass
 
 
-def compress_in_background(src: Path, dest: Path) -> threading.Thread:
+def compress_in_background(src: Path, dest: Path, remove_source: bool = True) -> threading.Thread:
     """Start `compress_trace` on a thread (results are shown before it ends)."""
 
     def work() -> None:
         try:
-            compress_trace(src, dest)
+            compress_trace(src, dest, remove_source=remove_source)
         except (OSError, zlib.error):
             pass  # the uncompressed trace stays; trace_file() finds it
 
@@ -108,9 +156,31 @@ def trace_file(run_dir: Path) -> Path | None:
         p = run_dir / name
         if p.exists():
             return p
-    loaded = sorted(run_dir.glob("*.json.gz")) + sorted(run_dir.glob("*.json"))
-    loaded = [p for p in loaded if p.name != RUN_FILE]
+    loaded = trace_files(run_dir)
     return loaded[0] if loaded else None
+
+
+def trace_files(run_dir: Path) -> list[Path]:
+    """Every trace file of a run (a loaded folder of ranks keeps one per rank)."""
+    names = [TRACE_NAME] if (run_dir / TRACE_NAME).exists() else []
+    if not names and (run_dir / "trace.json").exists():
+        names = ["trace.json"]
+    found = [run_dir / n for n in names]
+    for pattern in ("*.json.gz", "*.json"):
+        for p in sorted(run_dir.glob(pattern)):
+            if p.name in (RUN_FILE, TRACE_NAME, "trace.json") or p.name.startswith("."):
+                continue
+            # a raw .json still being packed next to its .json.gz is the same trace
+            if p.suffix == ".json" and p.with_name(p.name + ".gz").exists():
+                continue
+            found.append(p)
+    return found
+
+
+def safe_trace_name(name: str) -> str:
+    """A loaded trace's file name reduced to plain characters (kept recognisable)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name).lstrip(".") or "trace.json"
+    return cleaned[-120:]
 
 
 class RunStore:
@@ -126,80 +196,164 @@ class RunStore:
         self.root = Path(root) if root is not None else default_root()
 
     def create(self, run_id: str | None = None) -> Path:
-        """Make a new empty run folder and return it."""
+        """Make a new run folder holding a placeholder ``run.json`` and return it.
+
+        The placeholder names the process that writes the run, so a listing
+        can tell a run in progress from one whose kernel died before saving.
+        """
+        run_id = run_id or new_run_id()
+        if not is_run_id(run_id):
+            raise ValueError(f"not a run id: {run_id!r}")
         self.root.mkdir(parents=True, exist_ok=True)
-        run_dir = self.root / (run_id or new_run_id())
+        run_dir = self.root / run_id
         run_dir.mkdir()
+        placeholder = {
+            "schema": SCHEMA,
+            "id": run_id,
+            "status": "running",
+            "created": time.time(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
+        write_json_atomic(run_dir / RUN_FILE, placeholder)
         return run_dir
 
     def write_info(self, run_dir: Path, info: dict[str, Any]) -> None:
-        """Write ``run.json`` for a run (atomically)."""
+        """Write ``run.json`` for a run (atomically; replaces the placeholder)."""
         data = {"schema": SCHEMA, "id": run_dir.name, **info}
         write_json_atomic(run_dir / RUN_FILE, data)
 
     def read_info(self, run_id: str) -> dict[str, Any]:
-        """``run.json`` of one run, with ``damaged`` set when it cannot be read."""
+        """``run.json`` of one run.
+
+        ``damaged`` is set (with a ``problem`` in words) when it is missing or
+        cannot be read, or when the run was never finished by a process that
+        is gone; ``running`` is set while its process is still at work.
+        """
         run_dir = self.root / run_id
         try:
             with open(run_dir / RUN_FILE, encoding="utf-8") as fh:
                 data = json.load(fh)
             if not isinstance(data, dict):
                 raise ValueError("run.json is not an object")
+        except FileNotFoundError:
+            return self._damaged(run_id, "run.json is missing")
         except (OSError, ValueError) as exc:
-            return {
-                "id": run_id,
-                "damaged": True,
-                "problem": f"run.json unreadable ({exc.__class__.__name__})",
-            }
+            return self._damaged(run_id, f"run.json unreadable ({exc.__class__.__name__})")
         data["id"] = run_id
+        if data.get("status") == "running":
+            if _process_alive(data.get("pid"), data.get("host")):
+                data["running"] = True
+                data["damaged"] = False
+            else:
+                data["damaged"] = True
+                data["problem"] = "interrupted: the kernel stopped before the run was saved"
         data.setdefault("damaged", False)
         return data
 
-    def list(self) -> list[dict[str, Any]]:
-        """Every run, newest first; damaged runs are included and flagged."""
+    def _damaged(self, run_id: str, problem: str) -> dict[str, Any]:
+        try:
+            # the folder's age stands in for the creation time, to keep the order
+            created: float | None = (self.root / run_id).stat().st_mtime
+        except OSError:
+            created = None
+        return {"id": run_id, "name": run_id, "damaged": True, "problem": problem, "created": created}
+
+    def ids(self) -> list[str]:
+        """Ids of the run folders (plain folders named like a run id; symlinks are ignored)."""
         if not self.root.is_dir():
             return []
-        runs = [
-            self.read_info(p.name) for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        return [
+            p.name for p in self.root.iterdir() if is_run_id(p.name) and p.is_dir() and not p.is_symlink()
         ]
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every run, newest first; damaged runs are included and flagged."""
+        runs = [self.read_info(run_id) for run_id in self.ids()]
         return sorted(runs, key=lambda r: (r.get("created") or 0, r["id"]), reverse=True)
 
     def run_dir(self, run_id: str) -> Path:
         """Folder of a run (no check that it exists)."""
         return self.root / run_id
 
+    def locate(self, run_id: str) -> Path:
+        """Folder of an existing run, checked to be a plain folder inside the store.
+
+        Raises
+        ------
+        LookupError
+            When ``run_id`` is not a run id, no such run exists, or its folder
+            is a symlink or resolves outside the store.
+        """
+        if not is_run_id(run_id):
+            raise LookupError("not a run id")
+        run_dir = self.root / run_id
+        if run_dir.is_symlink() or not run_dir.is_dir():
+            raise LookupError(f"no run {run_id}")
+        if run_dir.resolve().parent != self.root.resolve():
+            raise LookupError(f"no run {run_id}")
+        return run_dir
+
+    def locate_traces(self, run_id: str) -> list[Path]:
+        """The run's trace files that are plain files inside its folder (no symlinks)."""
+        run_dir = self.locate(run_id)
+        real = run_dir.resolve()
+        return [p for p in trace_files(run_dir) if not p.is_symlink() and p.resolve().parent == real]
+
+    def add_trace(self, run_dir: Path, source: Path, name: str | None = None) -> Path:
+        """Keep a copy of a loaded trace in a run folder.
+
+        A ``.json.gz`` is copied (atomically); a raw ``.json`` is gzipped on a
+        background thread, as captured traces are. ``name`` defaults to the
+        source's file name. Returns the trace's path in the run folder (which
+        exists once `wait_for_compression` returns).
+        """
+        name = safe_trace_name(name or source.name)
+        if name.endswith(".json"):
+            dest = run_dir / (name + ".gz")
+            compress_in_background(source, dest, remove_source=False)
+            return dest
+        dest = run_dir / name
+        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+        return dest
+
     def delete(self, run_id: str) -> None:
-        """Remove a run folder and everything in it."""
-        shutil.rmtree(self.root / run_id)
+        """Remove a run folder and everything in it (refuses anything `locate` refuses)."""
+        shutil.rmtree(self.locate(run_id))
+
+    def run_bytes(self, run_id: str) -> int:
+        """Disk space used by one run."""
+        return _folder_bytes(self.root / run_id)
 
     def size_bytes(self) -> int:
         """Disk space used by all runs."""
-        if not self.root.is_dir():
-            return 0
-        return sum(f.stat().st_size for f in self.root.rglob("*") if f.is_file())
+        return sum(self.run_bytes(run_id) for run_id in self.ids())
 
     def enforce_cap(self, max_bytes: int, keep: set[str] | None = None) -> list[str]:
         """Delete the oldest runs until the store fits in ``max_bytes``.
 
-        Runs in ``keep`` (e.g. the one just written) are never removed.
-        Returns the ids that were deleted.
+        Runs in ``keep`` (e.g. the one just written) and runs still being
+        written by a live process are never removed; ``max_bytes <= 0`` means
+        no cap. Returns the ids that were deleted, oldest first.
         """
         if max_bytes <= 0:
             return []
         keep = keep or set()
         runs = sorted(self.list(), key=lambda r: (r.get("created") or 0, r["id"]))
-        sizes = {
-            r["id"]: sum(f.stat().st_size for f in (self.root / r["id"]).rglob("*") if f.is_file())
-            for r in runs
-        }
+        sizes = {r["id"]: self.run_bytes(r["id"]) for r in runs}
         total = sum(sizes.values())
         removed = []
         for r in runs:
             if total <= max_bytes:
                 break
-            if r["id"] in keep:
+            if r["id"] in keep or r.get("running"):
                 continue
-            self.delete(r["id"])
+            try:
+                self.delete(r["id"])
+            except (OSError, LookupError):
+                continue  # e.g. removed meanwhile by the sidebar; not our business
             total -= sizes[r["id"]]
             removed.append(r["id"])
         return removed

@@ -19,6 +19,11 @@ class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
         """Serve one file of bokeh's ``static/js`` folder."""
         return web.StaticFileHandler.get(self, path, include_body)
 
+    @web.authenticated
+    def head(self, path: str) -> Any:
+        """Headers of one bundle (same access rule as GET)."""
+        return web.StaticFileHandler.head(self, path)
+
     def set_extra_headers(self, path: str) -> None:
         """Let browsers cache the bundles: they change only with bokeh."""
         self.set_header("Cache-Control", "max-age=86400")
@@ -33,12 +38,16 @@ def bokeh_js_dir() -> str:
 
 def setup_handlers(web_app: Any, server_app: Any = None) -> None:
     """Add the extension's routes to the Tornado application."""
+    from .runs import runs_handlers, setup_runs
+
     base_url = web_app.settings["base_url"]
-    handlers = [
+    handlers: list[Any] = [
         (
             url_path_join(base_url, NAMESPACE, "static", "bokeh", "(.*)"),
             BokehStaticHandler,
             {"path": bokeh_js_dir()},
         ),
     ]
+    setup_runs(web_app, getattr(server_app, "root_dir", None))
+    handlers += runs_handlers(url_path_join(base_url, NAMESPACE))
     web_app.add_handlers(".*$", handlers)

@@ -4,6 +4,8 @@ import {
 } from '@jupyterlab/application';
 
 import { ensureBokeh } from './bokeh';
+import { fallbackPlugin } from './fallback';
+import { runsPlugin } from './plugin';
 
 /**
  * Makes the inline %%torchprof views work offline: loads BokehJS from the
@@ -26,4 +28,4 @@ const bokehPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [bokehPlugin];
+export default [bokehPlugin, runsPlugin, fallbackPlugin];

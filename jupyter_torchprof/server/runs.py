@@ -1,0 +1,425 @@
+"""REST API of the runs sidebar: list, read, download, delete and compare runs.
+
+Routes, under ``<base_url>/jupyter-torchprof/``::
+
+    GET    runs                    every run, newest first, and the store's size
+    GET    runs/<id>               one run's run.json
+    DELETE runs/<id>               delete the run (its folder)
+    GET    runs/<id>/tables        summary, op, kernel and step tables, computed from the trace
+    GET    runs/<id>/trace         the trace file, as a download
+    GET    runs/<id>/timeline      the timeline as a bokeh ``json_item`` (501 while unavailable)
+    GET    compare?a=<id>&b=<id>   headline, op and kernel diff of two runs (a = baseline)
+
+``?trace=K`` picks the K-th trace of a run that holds several (a loaded folder
+of ranks). Every handler requires an authenticated user, and a run is only
+ever reached through `RunStore.locate`: ids must match `store.RUN_ID_RE`,
+folders and traces must be plain files inside the store (no symlinks out).
+
+Tables are computed at request time with the same parser and analysis as the
+magic, so a run opens without the kernel that made it. pandas and the analysis
+are imported inside the handlers: the server extension itself stays light.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from ..store import RunStore, _json_safe, is_run_id
+
+#: Rows of a table sent by default (the biggest first); ``?limit=`` changes it.
+DEFAULT_ROWS = 1000
+MAX_ROWS = 20000
+#: Glyphs the timeline may draw (its level of detail keeps big traces fluid).
+TIMELINE_GLYPHS = 20000
+CHUNK = 1 << 20
+
+
+def store_root(root_dir: str | os.PathLike[str] | None) -> Path:
+    """The run store the sidebar shows: ``$TORCHPROF_RUN_DIR`` or ``<root_dir>/.torchprof/runs``.
+
+    A relative ``$TORCHPROF_RUN_DIR`` is taken relative to the server's root
+    folder, like the default.
+    """
+    base = Path(root_dir).expanduser() if root_dir else Path.cwd()
+    env = os.environ.get("TORCHPROF_RUN_DIR")
+    path = Path(env).expanduser() if env else Path(".torchprof") / "runs"
+    return Path(os.path.abspath(path if path.is_absolute() else base / path))
+
+
+class ProfileCache:
+    """Recently opened Profiles and the JSON computed from them.
+
+    Keys include the trace file's size and modification time, so a trace
+    replaced on disk is read again. Parsing runs outside the lock, one parse
+    per key at a time.
+
+    Parameters
+    ----------
+    profiles
+        How many Profiles to keep (each holds every event of its trace).
+    payloads
+        How many computed JSON payloads to keep (small).
+    """
+
+    def __init__(self, profiles: int = 3, payloads: int = 64) -> None:
+        self._profiles: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._payloads: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._max_profiles = profiles
+        self._max_payloads = payloads
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[Any, ...], threading.Lock] = {}
+
+    @staticmethod
+    def file_key(path: Path) -> tuple[Any, ...]:
+        """Identity of a trace file's current content."""
+        st = path.stat()
+        return (str(path), st.st_size, st.st_mtime_ns)
+
+    def _get(self, table: OrderedDict, limit: int, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in table:
+                table.move_to_end(key)
+                return table[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in table:
+                    return table[key]
+            value = compute()
+            with self._lock:
+                table[key] = value
+                while len(table) > limit:
+                    table.popitem(last=False)
+                self._key_locks.pop(key, None)
+        return value
+
+    def profile(self, path: Path) -> Any:
+        """The Profile of a trace file."""
+        from ..profile import Profile
+
+        return self._get(
+            self._profiles, self._max_profiles, self.file_key(path), lambda: Profile.from_file(path)
+        )
+
+    def payload(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """A computed payload, cached under ``key``."""
+        return self._get(self._payloads, self._max_payloads, key, compute)
+
+    def forget(self, run_dir: Path) -> None:
+        """Drop everything computed from a run's files (after it was deleted)."""
+        prefix = str(run_dir) + os.sep
+        with self._lock:
+            for table in (self._profiles, self._payloads):
+                for key in [k for k in table if any(str(p).startswith(prefix) for p in k)]:
+                    del table[key]
+
+
+def frame_json(frame: Any, limit: int | None = None) -> dict[str, Any]:
+    """A DataFrame as ``{"columns", "rows", "total_rows"}`` (NaN and inf become null)."""
+    total = len(frame)
+    if limit is not None and limit >= 0:
+        frame = frame.head(limit)
+    columns = [str(c) for c in frame.columns]
+    cols = [frame[c].tolist() for c in frame.columns]
+    rows = [list(r) for r in zip(*cols, strict=True)] if cols else []
+    return {"columns": columns, "rows": _json_safe(rows), "total_rows": total}
+
+
+def _sorted_ops(ops: Any, device: bool) -> Any:
+    col = "self_device_us" if device and "self_device_us" in ops.columns else "self_cpu_us"
+    return ops.sort_values(col, ascending=False, kind="stable") if col in ops.columns else ops
+
+
+def _sorted_kernels(kernels: Any) -> Any:
+    if "total_us" in kernels.columns:
+        return kernels.sort_values("total_us", ascending=False, kind="stable")
+    return kernels
+
+
+def timeline_available() -> bool:
+    """Whether ``jupyter_torchprof.views.timeline`` is installed (without importing it)."""
+    try:
+        return importlib.util.find_spec("jupyter_torchprof.views.timeline") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class RunsBase(APIHandler):
+    """Shared helpers: the store, the cache, safe lookups, running work off the event loop."""
+
+    @property
+    def store(self) -> RunStore:
+        """The run store of this server."""
+        return self.settings["torchprof_store"]
+
+    @property
+    def cache(self) -> ProfileCache:
+        """Profiles and payloads computed by this server."""
+        return self.settings["torchprof_cache"]
+
+    def run_dir(self, run_id: str) -> Path:
+        """Folder of an existing run, or 404 (bad ids, symlinks and paths outside included)."""
+        try:
+            return self.store.locate(run_id)
+        except LookupError:
+            raise web.HTTPError(404, "no such run") from None
+
+    def trace_path(self, run_id: str) -> tuple[Path, list[Path]]:
+        """The trace chosen by ``?trace=`` (default the first) and all of the run's traces."""
+        self.run_dir(run_id)
+        traces = self.store.locate_traces(run_id)
+        if not traces:
+            raise web.HTTPError(404, "this run has no trace (yet)")
+        raw = self.get_argument("trace", "0")
+        if not raw.isdigit() or int(raw) >= len(traces):
+            raise web.HTTPError(400, f"trace must be an index below {len(traces)}")
+        return traces[int(raw)], traces
+
+    def limit(self) -> int:
+        """Rows per table asked for with ``?limit=`` (bounded)."""
+        raw = self.get_argument("limit", str(DEFAULT_ROWS))
+        if not raw.isdigit():
+            raise web.HTTPError(400, "limit must be a number")
+        return min(int(raw), MAX_ROWS)
+
+    async def compute(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on a worker thread; a trace that cannot be read is a clear 422."""
+        from ..errors import TorchProfError
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, fn)
+        except TorchProfError as exc:
+            raise web.HTTPError(422, str(exc)) from None
+        except FileNotFoundError:
+            raise web.HTTPError(404, "the trace is gone") from None
+
+    def write_json(self, data: Any) -> None:
+        """Finish with ``data`` as strict JSON."""
+        self.finish(json.dumps(_json_safe(data), allow_nan=False))
+
+
+class RunListHandler(RunsBase):
+    """``GET runs``: every run, newest first."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """List the runs (damaged ones included, flagged) and the store's size."""
+
+        def work() -> dict[str, Any]:
+            runs = self.store.list()
+            return {
+                "root": str(self.store.root),
+                "runs": runs,
+                "size_bytes": self.store.size_bytes(),
+                "timeline": timeline_available(),
+            }
+
+        self.write_json(await self.compute(work))
+
+
+class RunHandler(RunsBase):
+    """``GET runs/<id>`` (its run.json) and ``DELETE runs/<id>``."""
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        """One run's ``run.json`` (with ``damaged`` and ``problem`` when unreadable)."""
+        self.run_dir(run_id)
+        info = self.store.read_info(run_id)
+        info["traces"] = [p.name for p in self.store.locate_traces(run_id)]
+        self.write_json(info)
+
+    @web.authenticated
+    async def delete(self, run_id: str) -> None:
+        """Delete the run's folder; a run still being written is refused (409)."""
+        run_dir = self.run_dir(run_id)
+        if self.store.read_info(run_id).get("running"):
+            raise web.HTTPError(409, "this run is still being written by its kernel")
+        try:
+            self.store.delete(run_id)
+        except LookupError:
+            raise web.HTTPError(404, "no such run") from None
+        except OSError as exc:
+            raise web.HTTPError(500, f"could not delete the run: {exc.strerror or exc}") from None
+        self.cache.forget(run_dir)
+        self.set_status(204)
+        self.finish()
+
+
+class RunTablesHandler(RunsBase):
+    """``GET runs/<id>/tables``: summary, ops, kernels and steps of one trace of a run."""
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        """Compute (or reuse) the tables of the chosen trace."""
+        path, traces = self.trace_path(run_id)
+        limit = self.limit()
+        info = self.store.read_info(run_id)
+
+        def work() -> dict[str, Any]:
+            key = ("tables", *ProfileCache.file_key(path), limit)
+
+            def tables() -> dict[str, Any]:
+                p = self.cache.profile(path)
+                summary = dict(p.summary)
+                device = bool(summary.get("device_traced"))
+                return {
+                    "summary": summary,
+                    "ops": frame_json(_sorted_ops(p.ops, device), limit),
+                    "kernels": frame_json(_sorted_kernels(p.kernels), limit),
+                    "steps": frame_json(p.steps),
+                }
+
+            return self.cache.payload(key, tables)
+
+        payload = await self.compute(work)
+        self.write_json(
+            {
+                "id": run_id,
+                "info": info,
+                "trace": path.name,
+                "traces": [t.name for t in traces],
+                "timeline": timeline_available(),
+                **payload,
+            }
+        )
+
+
+class RunTraceHandler(RunsBase):
+    """``GET runs/<id>/trace``: the trace file as a download."""
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        """Stream the trace (gzip as stored) with a file name naming the run."""
+        # As jupyter_server's own file downloads: a cookie-authenticated GET
+        # must carry the XSRF token (query ``_xsrf``) or come from this origin.
+        self.check_xsrf_cookie()
+        path, _ = self.trace_path(run_id)
+        name = f"{run_id}.pt.trace.json.gz" if path.name == "trace.json.gz" else f"{run_id}-{path.name}"
+        if path.name == "trace.json":
+            name = f"{run_id}.pt.trace.json"
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - streamed below, closed in finally
+        except FileNotFoundError:
+            raise web.HTTPError(404, "the trace is gone") from None
+        kind = "application/gzip" if path.name.endswith(".gz") else "application/json"
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            # headers go out with the first chunk, so the type is set before it
+            self.set_header("Content-Type", kind)
+            self.set_header("Content-Length", str(size))
+            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+            self.set_header("Cache-Control", "no-store")
+            while True:
+                chunk = fh.read(CHUNK)
+                if not chunk:
+                    break
+                self.write(chunk)
+                await self.flush()
+        finally:
+            fh.close()
+        self.finish(set_content_type=kind)
+
+
+class RunTimelineHandler(RunsBase):
+    """``GET runs/<id>/timeline``: the timeline as a bokeh ``json_item``."""
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        """Build the timeline with ``views.timeline.build_timeline`` (501 while it is missing)."""
+        path, _ = self.trace_path(run_id)
+        try:
+            from ..views.timeline import build_timeline
+        except ImportError:
+            raise web.HTTPError(
+                501, "the timeline view is not available in this version of jupyter_torchprof"
+            ) from None
+        glyphs = self.get_argument("max_glyphs", str(TIMELINE_GLYPHS))
+        if not glyphs.isdigit():
+            raise web.HTTPError(400, "max_glyphs must be a number")
+
+        def work() -> Any:
+            from bokeh.embed import json_item
+
+            def build() -> Any:
+                model = build_timeline(self.cache.profile(path), window=None, max_glyphs=int(glyphs))
+                return json_item(model)
+
+            return self.cache.payload(("timeline", *ProfileCache.file_key(path), int(glyphs)), build)
+
+        self.write_json(await self.compute(work))
+
+
+class CompareHandler(RunsBase):
+    """``GET compare?a=<id>&b=<id>``: what changed from run a to run b."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """The headline, op and kernel diff tables (``Profile.diff``), per step."""
+        ids = [self.get_argument(k, "") for k in ("a", "b")]
+        if not all(is_run_id(i) for i in ids):
+            raise web.HTTPError(400, "compare needs two run ids: ?a=<id>&b=<id>")
+        paths = []
+        for run_id in ids:
+            path, _ = self.trace_path(run_id)
+            paths.append(path)
+        infos = [self.store.read_info(i) for i in ids]
+        limit = self.limit()
+        labels = (str(infos[0].get("name") or ids[0]), str(infos[1].get("name") or ids[1]))
+
+        def work() -> dict[str, Any]:
+            key = ("diff", *ProfileCache.file_key(paths[0]), *ProfileCache.file_key(paths[1]), limit)
+
+            def diff() -> dict[str, Any]:
+                pa = self.cache.profile(paths[0])
+                pb = self.cache.profile(paths[1])
+                d = pa.diff(pb, labels=labels)
+                return {
+                    "headline": frame_json(d.headline),
+                    "ops": frame_json(d.ops, limit),
+                    "kernels": frame_json(d.kernels, limit),
+                    "summary_a": dict(pa.summary),
+                    "summary_b": dict(pb.summary),
+                }
+
+            return self.cache.payload(key, diff)
+
+        payload = await self.compute(work)
+        self.write_json({"a": infos[0], "b": infos[1], "labels": list(labels), **payload})
+
+
+def runs_handlers(prefix: str) -> list[tuple[str, type]]:
+    """The routes of the runs API under ``prefix`` (``<base_url>/jupyter-torchprof``)."""
+    run = prefix + "/runs/([^/]+)"
+    return [
+        (prefix + "/runs", RunListHandler),
+        (run, RunHandler),
+        (run + "/tables", RunTablesHandler),
+        (run + "/trace", RunTraceHandler),
+        (run + "/timeline", RunTimelineHandler),
+        (prefix + "/compare", CompareHandler),
+    ]
+
+
+def setup_runs(web_app: Any, root_dir: str | os.PathLike[str] | None) -> Path:
+    """Put the store and the cache in the app's settings; return the store's folder.
+
+    Kernels started by this server inherit ``TORCHPROF_RUN_DIR`` (set here
+    to the absolute folder unless the user set it), so runs from notebooks
+    in any sub-folder land in the one store the sidebar shows.
+    """
+    root = store_root(root_dir)
+    os.environ["TORCHPROF_RUN_DIR"] = str(root)
+    web_app.settings["torchprof_store"] = RunStore(root)
+    web_app.settings["torchprof_cache"] = ProfileCache()
+    return root

@@ -1,0 +1,166 @@
+/**
+ * Number and date formatting for the sidebar and run panels.
+ *
+ * The time, percentage and byte formats follow the Python views
+ * (jupyter_torchprof/views/format.py) so a number reads the same inline and
+ * in the sidebar.
+ */
+
+/** Placeholder for a value that is unknown or not measured. */
+export const MISSING = '–';
+
+function isMissing(x: number | null | undefined): x is null | undefined {
+  return x === null || x === undefined || Number.isNaN(x);
+}
+
+/** Three significant digits without trailing zeros (Python's `:.3g` in range). */
+function sig3(x: number): string {
+  return String(Number(x.toPrecision(3)));
+}
+
+/** A duration in µs as a short string: `812 ns`, `12.3 µs`, `4.56 ms`, `1.2 s`. */
+export function fmtTime(us: number | null | undefined): string {
+  if (isMissing(us)) {
+    return MISSING;
+  }
+  const a = Math.abs(us);
+  if (a === 0) {
+    return '0';
+  }
+  if (a < 1) {
+    return `${(us * 1e3).toFixed(0)} ns`;
+  }
+  if (a < 1e3) {
+    return a < 100 ? `${sig3(us)} µs` : `${us.toFixed(0)} µs`;
+  }
+  if (a < 1e6) {
+    return a < 1e5 ? `${sig3(us / 1e3)} ms` : `${(us / 1e3).toFixed(0)} ms`;
+  }
+  return `${sig3(us / 1e6)} s`;
+}
+
+/** A signed duration: `+1.2 ms`, `−340 µs` (for diffs). */
+export function fmtDelta(us: number | null | undefined): string {
+  if (isMissing(us)) {
+    return MISSING;
+  }
+  if (us === 0) {
+    return '0';
+  }
+  return (us > 0 ? '+' : '−') + fmtTime(Math.abs(us));
+}
+
+/** A percentage with one decimal. */
+export function fmtPct(p: number | null | undefined): string {
+  return isMissing(p) ? MISSING : `${p.toFixed(1)}%`;
+}
+
+/** An integer count with thousands separators (`12,345`). */
+export function fmtCount(n: number | null | undefined): string {
+  if (isMissing(n)) {
+    return MISSING;
+  }
+  const rounded = Math.round(n);
+  if (Math.abs(n - rounded) > 1e-9) {
+    // per-step counts of a diff can be fractional
+    return n.toFixed(2);
+  }
+  return rounded.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+/** A byte count with a binary unit. */
+export function fmtBytes(b: number | null | undefined): string {
+  if (isMissing(b)) {
+    return MISSING;
+  }
+  const a = Math.abs(b);
+  const units: [string, number][] = [
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20],
+    ['KiB', 2 ** 10]
+  ];
+  for (const [unit, scale] of units) {
+    if (a >= scale) {
+      return `${sig3(b / scale)} ${unit}`;
+    }
+  }
+  return `${b.toFixed(0)} B`;
+}
+
+/** A FLOP count with an SI prefix. */
+export function fmtFlops(f: number | null | undefined): string {
+  if (isMissing(f) || f === 0) {
+    return MISSING;
+  }
+  const units: [string, number][] = [
+    ['TFLOP', 1e12],
+    ['GFLOP', 1e9],
+    ['MFLOP', 1e6],
+    ['kFLOP', 1e3]
+  ];
+  for (const [unit, scale] of units) {
+    if (f >= scale) {
+      return `${sig3(f / scale)} ${unit}`;
+    }
+  }
+  return `${f.toFixed(0)} FLOP`;
+}
+
+/** A ratio such as a speed-up: `1.85×`; `new` for infinity. */
+export function fmtRatio(r: number | null | undefined): string {
+  if (isMissing(r)) {
+    return MISSING;
+  }
+  if (!Number.isFinite(r)) {
+    return 'new';
+  }
+  return `${r.toFixed(2)}×`;
+}
+
+/** A plain number (occupancy, registers, bandwidth) with up to 3 significant digits. */
+export function fmtNumber(x: number | null | undefined): string {
+  return isMissing(x) ? MISSING : sig3(x);
+}
+
+function pad(n: number): string {
+  return n < 10 ? `0${n}` : String(n);
+}
+
+/** Local date and time: `2026-11-30 14:25`. */
+export function fmtDate(epochSeconds: number | null | undefined): string {
+  if (isMissing(epochSeconds)) {
+    return MISSING;
+  }
+  const d = new Date(epochSeconds * 1000);
+  return (
+    `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}`
+  );
+}
+
+/**
+ * When a run was made, relative while recent: `just now`, `5 min ago`,
+ * `3 h ago`, then the date.
+ */
+export function fmtWhen(
+  epochSeconds: number | null | undefined,
+  nowMs: number = Date.now()
+): string {
+  if (isMissing(epochSeconds)) {
+    return MISSING;
+  }
+  const ago = nowMs / 1000 - epochSeconds;
+  if (ago < -60) {
+    return fmtDate(epochSeconds); // clock skew or a future stamp: be literal
+  }
+  if (ago < 60) {
+    return 'just now';
+  }
+  if (ago < 3600) {
+    return `${Math.floor(ago / 60)} min ago`;
+  }
+  if (ago < 12 * 3600) {
+    return `${Math.floor(ago / 3600)} h ago`;
+  }
+  return fmtDate(epochSeconds);
+}

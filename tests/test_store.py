@@ -1,0 +1,259 @@
+"""The run store: placeholders, damaged runs, safe lookups, the size cap, --load kept."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tracefiles import real_trace
+
+from jupyter_torchprof import load
+from jupyter_torchprof.store import (
+    RUN_FILE,
+    RunStore,
+    is_run_id,
+    new_run_id,
+    wait_for_compression,
+    write_json_atomic,
+)
+
+SETUP = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+x = torch.randn(16, 32)
+"""
+
+
+def fake_run(store: RunStore, created: float, nbytes: int, name: str = "run") -> str:
+    """A finished run whose trace is ``nbytes`` of incompressible bytes."""
+    run_id = new_run_id(created)
+    run_dir = store.create(run_id)
+    (run_dir / "trace.json.gz").write_bytes(os.urandom(nbytes))
+    store.write_info(run_dir, {"name": name, "created": created})
+    return run_id
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+# --------------------------------------------------------------------------- ids
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["..", ".", "", "../x", "/etc", "20260101-120000-abcdef/..", "20260101-120000-ABCDEF", "a" * 30, None],
+)
+def test_bad_run_ids_are_refused(tmp_path, text):
+    assert not is_run_id(text)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(LookupError):
+        store.locate(text)
+    if text:  # (an empty id asks create() for a new one)
+        with pytest.raises(ValueError):
+            store.create(text)
+
+
+def test_new_ids_are_valid_and_sort_by_time():
+    a = new_run_id(1_700_000_000)
+    b = new_run_id(1_700_000_100)
+    assert is_run_id(a) and is_run_id(b) and a < b
+
+
+# ----------------------------------------------------------- placeholders and damage
+
+
+def test_run_in_progress_then_finished(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_dir = store.create()
+    info = store.read_info(run_dir.name)
+    assert info["running"] is True and info["damaged"] is False
+    store.write_info(run_dir, {"name": "done", "created": time.time()})
+    info = store.read_info(run_dir.name)
+    assert info["name"] == "done" and not info.get("running") and info["damaged"] is False
+
+
+def test_killed_writer_leaves_a_run_listed_as_damaged(tmp_path):
+    """A process killed mid-run (as a kernel would be) leaves a readable, damaged entry."""
+    root = tmp_path / "runs"
+    script = (
+        "import os, signal, sys\n"
+        "from jupyter_torchprof.store import RunStore\n"
+        f"d = RunStore({str(root)!r}).create()\n"
+        "(d / 'trace.json').write_text('{\"traceEvents\": [')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9
+    store = RunStore(root)
+    good = fake_run(store, time.time(), 10, name="good")
+    runs = store.list()
+    assert len(runs) == 2
+    damaged = [r for r in runs if r["damaged"]]
+    assert len(damaged) == 1 and "interrupted" in damaged[0]["problem"]
+    assert [r["id"] for r in runs if not r["damaged"]] == [good]
+
+
+def test_unreadable_and_missing_run_json_are_listed_not_fatal(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    good = fake_run(store, time.time() - 10, 10, name="good")
+    broken = store.create(new_run_id(time.time() - 20))
+    (broken / RUN_FILE).write_text('{"name": "half a fi')
+    missing = store.create(new_run_id(time.time() - 30))
+    (missing / RUN_FILE).unlink()
+    listed = {r["id"]: r for r in store.list()}
+    assert set(listed) == {good, broken.name, missing.name}
+    assert listed[good]["damaged"] is False
+    assert listed[broken.name]["damaged"] and "unreadable" in listed[broken.name]["problem"]
+    assert listed[missing.name]["damaged"] and "missing" in listed[missing.name]["problem"]
+
+
+def test_a_failed_write_keeps_the_previous_run_json(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_id = fake_run(store, time.time(), 10, name="first")
+    with pytest.raises(TypeError):
+        store.write_info(store.run_dir(run_id), {"name": object()})
+    assert store.read_info(run_id)["name"] == "first"
+    assert [p.name for p in store.run_dir(run_id).iterdir() if p.name.startswith(".")] == []
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    path = tmp_path / "x.json"
+    write_json_atomic(path, {"a": 1, "nan": float("nan")})
+    assert json.loads(path.read_text()) == {"a": 1, "nan": None}
+
+
+def test_listing_ignores_foreign_folders_and_symlinks(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_id = fake_run(store, time.time(), 10)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / RUN_FILE).write_text(json.dumps({"name": "outside"}))
+    (store.root / new_run_id()).symlink_to(outside, target_is_directory=True)
+    (store.root / "notes").mkdir()
+    assert [r["id"] for r in store.list()] == [run_id]
+
+
+def test_symlinked_traces_are_not_offered(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_dir = store.create()
+    secret = tmp_path / "secret.json.gz"
+    secret.write_bytes(b"not yours")
+    (run_dir / "trace.json.gz").symlink_to(secret)
+    assert store.locate_traces(run_dir.name) == []
+
+
+def test_delete_refuses_symlinked_runs(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    fake_run(store, time.time(), 10)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = store.root / new_run_id()
+    link.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(LookupError):
+        store.delete(link.name)
+    assert outside.is_dir()
+
+
+# ------------------------------------------------------------------- size cap
+
+
+def test_cap_removes_oldest_first_and_spares_kept_and_running(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    now = time.time()
+    ids = [fake_run(store, now - 100 + i, 100_000, name=f"r{i}") for i in range(5)]
+    running = store.create(new_run_id(now - 200))  # oldest of all, but its writer (us) is alive
+    (running / "trace.json").write_bytes(os.urandom(100_000))
+    sizes = {i: folder_bytes(store.run_dir(i)) for i in [*ids, running.name]}
+    cap = sizes[ids[3]] + sizes[ids[4]] + sizes[running.name] + 10
+    removed = store.enforce_cap(cap, keep={ids[0]})
+    # r0 is kept on request, the running run is spared, then oldest first until it fits
+    left = [i for i in ids if store.run_dir(i).exists()]
+    total = sum(sizes[i] for i in left) + sizes[running.name]
+    assert removed == ids[1 : 1 + len(removed)]
+    assert ids[0] in left and running.exists()
+    assert total <= cap or left == [ids[0], ids[4]]
+    assert removed  # something had to go
+    assert store.enforce_cap(0) == []  # 0 = no cap
+
+
+def test_cap_is_user_controlled_through_the_magic(shell, tmp_path):
+    """``%config TorchProf.max_store_mb`` deletes the oldest runs after a new one."""
+    store = RunStore(tmp_path / "runs")
+    now = time.time()
+    oldest = fake_run(store, now - 3600, 700_000, name="oldest")
+    older = fake_run(store, now - 1800, 700_000, name="older")
+    shell.run_cell(SETUP)
+    shell.run_line_magic("config", "TorchProf.max_store_mb = 0")
+    assert shell.run_cell("%%torchprof --steps 1 -q\nmodel(x)").error_in_exec is None
+    assert store.run_dir(oldest).exists() and store.run_dir(older).exists()  # 0 = never
+    shell.run_line_magic("config", "TorchProf.max_store_mb = 1")
+    assert shell.run_cell("%%torchprof --steps 1 -q --name newest\nmodel(x)").error_in_exec is None
+    wait_for_compression()
+    names = [r["name"] for r in store.list()]
+    assert "newest" in names
+    assert not store.run_dir(oldest).exists()  # oldest goes first
+    assert folder_bytes(store.root) <= 2**20 or names == ["newest"]
+
+
+# --------------------------------------------------------------- --load is kept
+
+
+def test_load_keeps_a_copy_in_the_store(shell, tmp_path):
+    src = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
+    res = shell.run_cell(f"%torchprof --load {src} -q --name gp100")
+    assert res.error_in_exec is None
+    wait_for_compression()
+    store = RunStore(tmp_path / "runs")
+    runs = store.list()
+    assert len(runs) == 1
+    info = runs[0]
+    assert info["kind"] == "load" and info["name"] == "gp100" and not info["damaged"]
+    assert info["source"] == str(src.resolve()) and info["device"] == "Quadro GP100"
+    kept = store.locate_traces(info["id"])
+    assert [p.name for p in kept] == [src.name] and kept[0].read_bytes() == src.read_bytes()
+    assert shell.user_ns["_torchprof"].run_dir == store.run_dir(info["id"])
+    # opening the kept copy again does not make a second run
+    res = shell.run_cell(f"%torchprof --load {kept[0]} -q")
+    assert res.error_in_exec is None and len(store.list()) == 1
+
+
+def test_load_of_raw_json_is_kept_gzipped(shell, tmp_path):
+    src = real_trace("cpu_only.pt.trace.json.gz")
+    raw = tmp_path / "mine.pt.trace.json"
+    raw.write_bytes(gzip.decompress(src.read_bytes()))
+    assert shell.run_cell(f"%torchprof --load {raw} -q").error_in_exec is None
+    wait_for_compression()
+    store = RunStore(tmp_path / "runs")
+    (info,) = store.list()
+    (kept,) = store.locate_traces(info["id"])
+    assert kept.name == "mine.pt.trace.json.gz"
+    assert gzip.decompress(kept.read_bytes()) == raw.read_bytes()
+    assert raw.exists()  # the user's file is left alone
+    again = load(str(kept))
+    assert again.summary["events"] == shell.user_ns["_torchprof"].summary["events"]
+
+
+def test_load_of_a_folder_keeps_every_rank(shell, tmp_path):
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for name in ("a100_nccl_rank0.pt.trace.json.gz", "v100_ddp_ns_timestamps.pt.trace.json.gz"):
+        (folder / name).write_bytes(real_trace(name).read_bytes())
+    assert shell.run_cell(f"%torchprof --load {folder} -q").error_in_exec is None
+    store = RunStore(tmp_path / "runs")
+    (info,) = store.list()
+    assert info["ranks"] == 2 and sorted(info["traces"]) == sorted(p.name for p in folder.iterdir())
+    assert sorted(p.name for p in store.locate_traces(info["id"])) == sorted(info["traces"])
+
+
+def test_failed_capture_leaves_no_empty_run(shell, tmp_path):
+    """A cell that fails before the profiler produced a trace keeps nothing."""
+    shell.run_cell(SETUP)
+    shell.run_cell("%%torchprof --warmup 1\nraise ValueError('before any step')")
+    assert RunStore(tmp_path / "runs").list() == []
