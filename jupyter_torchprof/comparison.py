@@ -1,0 +1,178 @@
+"""`Comparison`: the result of ``%%torchprof --compare`` (eager vs compiled)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from .views.format import fmt_time
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .capture.compile import CompileStats
+    from .profile import Profile
+    from .profile_diff import ProfileDiff
+
+
+class Comparison:
+    """An eager and a compiled profile of the same cell, and what changed.
+
+    Parameters
+    ----------
+    eager
+        Profile of the eager run (None with ``--compile`` alone).
+    compiled
+        Profile of the compiled run (None when compilation failed).
+    compile_stats
+        What the compiler did (graphs, graph breaks, recompiles, time,
+        generated kernels, or the error).
+    """
+
+    def __init__(self, eager: Profile | None, compiled: Profile | None, compile_stats: CompileStats) -> None:
+        self.eager = eager
+        self.compiled = compiled
+        self.compile_stats = compile_stats
+        self.row_limit = 20
+
+    @property
+    def name(self) -> str:
+        """Name of the compared cell."""
+        p = self.eager or self.compiled
+        return p.name.removesuffix(" [eager]").removesuffix(" [compiled]") if p else "comparison"
+
+    @cached_property
+    def _diff(self) -> ProfileDiff | None:
+        if self.eager is None or self.compiled is None:
+            return None
+        return self.eager.diff(self.compiled, labels=("eager", "compiled"))
+
+    @cached_property
+    def diff(self) -> pd.DataFrame:
+        """Ops and kernels, eager vs compiled, per step (``level`` says which).
+
+        Columns: ``level`` (``op``/``kernel``), ``name``, ``status``
+        (``both``, ``only_a`` = gone when compiled, ``only_b`` = new), calls
+        and times for ``_a`` (eager), ``_b`` (compiled) and ``_delta``, and
+        ``ratio``. Empty when one side is missing.
+        """
+        d = self._diff
+        if d is None:
+            return pd.DataFrame(columns=["level", "name", "status"])
+        ops = d.ops.assign(level="op")
+        kernels = d.kernels.assign(level="kernel")
+        kernels = kernels.rename(columns={c: c.replace("total_us", "device_us") for c in kernels.columns})
+        out = pd.concat([ops, kernels], ignore_index=True, sort=False)
+        return out[["level", *[c for c in out.columns if c != "level"]]]
+
+    @property
+    def diff_ops(self) -> pd.DataFrame:
+        """Per-op diff (empty when one side is missing)."""
+        return self._diff.ops if self._diff is not None else pd.DataFrame()
+
+    @property
+    def diff_kernels(self) -> pd.DataFrame:
+        """Per-kernel diff (empty when one side is missing)."""
+        return self._diff.kernels if self._diff is not None else pd.DataFrame()
+
+    @property
+    def headline(self) -> pd.DataFrame:
+        """Wall / CPU busy / device busy per step, eager vs compiled, with speed-up."""
+        return self._diff.headline if self._diff is not None else pd.DataFrame()
+
+    # ------------------------------------------------------------------ #
+
+    def headline_lines(self) -> list[str]:
+        """Short lines: compile facts, then eager → compiled per step."""
+        s = self.compile_stats
+        lines = []
+        facts = [f"backend {s.backend}" + (f", mode {s.mode}" if s.mode else "")]
+        if s.compile_s is not None:
+            facts.append(f"compile ≈ {s.compile_s:.1f} s")
+        facts.append(f"{s.graphs} graph(s)")
+        facts.append(f"{s.graph_break_count} graph break(s)")
+        if s.recompiles:
+            facts.append(f"{len(s.recompiles)} recompile(s)")
+        if len(s.kernels):
+            facts.append(f"{len(s.kernels)} generated kernel(s)")
+        lines.append("torch.compile: " + ", ".join(facts))
+        if s.error:
+            lines.append(f"compilation failed: {s.error}")
+        for r in self.headline.itertuples(index=False):
+            if pd.isna(r.a_us) and pd.isna(r.b_us):
+                continue
+            if pd.isna(r.speedup):
+                verdict = ""
+            elif r.speedup >= 1:
+                verdict = f"  {r.speedup:.2f}× faster"
+            else:
+                verdict = f"  {1 / r.speedup:.2f}× slower"
+            lines.append(f"{r.metric}: eager {fmt_time(r.a_us)} → compiled {fmt_time(r.b_us)}{verdict}")
+        for b in s.graph_breaks[:5]:
+            lines.append(f"graph break at {b.location}: {b.reason}")
+        return lines
+
+    def text(self) -> str:
+        """Everything a terminal shows: headline, breaks, top diff rows."""
+        parts = [f"{self.name}: eager vs compiled", *self.headline_lines()]
+        d = self.diff_ops
+        if not d.empty:
+            metric = (
+                "self_device_us"
+                if "self_device_us_delta" in d and d["self_device_us_delta"].abs().sum() > 0
+                else "self_cpu_us"
+            )
+            parts.append(f"biggest op changes ({metric.replace('_us', '')} per step):")
+            for r in d.head(self.row_limit).itertuples(index=False):
+                rd = r._asdict()
+                tag = {"only_a": " (gone)", "only_b": " (new)"}.get(rd["status"], "")
+                parts.append(
+                    f"  {str(rd['name'])[:60]:<60} {fmt_time(rd[f'{metric}_a']):>10} → {fmt_time(rd[f'{metric}_b']):>10}{tag}"
+                )
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from .views.html import esc
+
+        lines = "".join(f"<div>{esc(line)}</div>" for line in self.headline_lines())
+        tb = ""
+        if self.compile_stats.traceback:
+            tb = (
+                "<details><summary>full traceback</summary>"
+                f"<pre>{esc(self.compile_stats.traceback)}</pre></details>"
+            )
+        parts = [
+            f'<div class="jp-TorchProf-static"><div class="jp-TorchProf-summary">{esc(self.name)}: eager vs compiled</div>{lines}{tb}</div>'
+        ]
+        for label, p in (("eager", self.eager), ("compiled", self.compiled)):
+            if p is not None:
+                parts.append(f"<h4>{esc(label)}</h4>" + p._repr_html_static())
+        bundle = {"text/plain": self.text(), "text/html": "".join(parts)}
+        bundle.update(_widget_part(self, include, exclude))
+        return bundle
+
+
+def _widget_part(comparison: Comparison, include: Any, exclude: Any) -> dict[str, Any]:
+    """The eager | compiled | diff widget, where a widget frontend can show it."""
+    import warnings
+
+    from .views.interactive import WIDGET_MIME, widgets_available
+
+    if (include and WIDGET_MIME not in include) or (exclude and WIDGET_MIME in exclude):
+        return {}
+    if not widgets_available():
+        return {}
+    try:
+        from .views.compare import ComparisonView
+
+        view = ComparisonView(comparison)
+    except Exception as exc:  # noqa: BLE001 - the static view must survive any bug here
+        warnings.warn(
+            f"torchprof: the comparison view could not be built ({exc}); showing static tables", stacklevel=2
+        )
+        return {}
+    part = view._repr_mimebundle_() or {}
+    return {WIDGET_MIME: part[WIDGET_MIME]} if WIDGET_MIME in part else {}

@@ -1,0 +1,203 @@
+"""The inline view of ``%%torchprof --compare``: eager | compiled | diff.
+
+One row of toggle buttons above the content. "eager" and "compiled" are the
+ordinary profile views (`views.widget.ProfileView`), built the first time they
+are chosen; "diff" is the comparison itself: the headline, what the compiler
+did (graphs, graph breaks with their cell line, recompiles, the kernels it
+generated) and a sortable table of ops or kernels, eager vs compiled, per step.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+import pandas as pd
+
+from .format import fmt_count
+from .tables import Column, make_table, match_names, table_height
+from .widget import ProfileView, _bokeh_pane
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..comparison import Comparison
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+_STATUS_LABEL = {"both": "both", "only_a": "gone", "only_b": "new"}
+
+
+def diff_columns(level: str, device: bool) -> list[Column]:
+    """Columns of the diff table for ``op`` or ``kernel`` rows."""
+    cols = [Column("name", "Name", "text", 340), Column("change", "Change", "text", 60)]
+    cols += [Column("calls_a", "Calls eager", "count", 80), Column("calls_b", "Calls compiled", "count", 90)]
+    if level == "kernel":
+        metrics = [("total_us", "Device")]
+    else:
+        metrics = [("self_cpu_us", "Self CPU"), ("cpu_total_us", "CPU total")]
+        if device:
+            metrics += [("self_device_us", "Self device"), ("device_total_us", "Device total")]
+    for field, title in metrics:
+        cols += [
+            Column(f"{field}_a", f"{title} eager", "time", 100),
+            Column(f"{field}_b", f"{title} compiled", "time", 110),
+            Column(f"{field}_delta", "Δ", "time", 90),
+        ]
+    cols.append(Column("ratio", "compiled / eager", "float", 100))
+    return cols
+
+
+def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str]:
+    """Rows of a diff table matching a name filter, with a readable status.
+
+    Returns the rows and how the filter was read (see `tables.match_names`).
+    """
+    if table.empty:
+        return table.assign(change=[]), ""
+    mask, mode = match_names(table["name"].astype(str), pattern)
+    out = table.loc[mask].copy()
+    out["change"] = out["status"].map(_STATUS_LABEL).fillna(out["status"])
+    return out, mode
+
+
+class ComparisonView(W.VBox):
+    """Eager | compiled | diff for a `Comparison`."""
+
+    def __init__(self, comparison: Comparison, **kwargs: Any) -> None:
+        self.comparison = comparison
+        self._views: dict[str, W.Widget] = {}
+        options = []
+        if comparison.eager is not None:
+            options.append(("eager", "eager"))
+        if comparison.compiled is not None:
+            options.append(("compiled", "compiled"))
+        if comparison.eager is not None and comparison.compiled is not None:
+            options.append(("diff", "diff"))
+        self.header = W.HTML(self._header_html())
+        self.header.add_class("jp-TorchProf-headerbox")
+        children: list[W.Widget] = [self.header]
+        tb = comparison.compile_stats.traceback
+        if tb:
+            details = W.HTML(f'<pre class="jp-TorchProf-traceback">{_esc(tb)}</pre>')
+            self.traceback = W.Accordion(children=[details], titles=("full traceback",), selected_index=None)
+            self.traceback.add_class("jp-TorchProf-tracebackbox")
+            children.append(self.traceback)
+        self.toggle = W.ToggleButtons(options=options, value=options[-1][1] if options else None)
+        self.toggle.add_class("jp-TorchProf-toggle")
+        self.body = W.Box()
+        self.body.layout.width = "100%"
+        if options:
+            children += [self.toggle, self.body]
+            self.toggle.observe(lambda ch: self._show(ch["new"]), "value")
+            self._show(self.toggle.value)
+        super().__init__(children=children, **kwargs)
+        self.add_class("jp-TorchProf-view")
+        self.add_class("jp-TorchProf-compare")
+        self.layout.width = "100%"
+
+    def _header_html(self) -> str:
+        c = self.comparison
+        lines = c.headline_lines()
+        parts = ['<div class="jp-TorchProf-header">']
+        parts.append(f'<div class="jp-TorchProf-title">{_esc(c.name)}: eager vs compiled</div>')
+        for line in lines:
+            cls = "jp-TorchProf-error" if line.startswith("compilation failed") else "jp-TorchProf-line"
+            parts.append(f'<div class="{cls}">{_esc(line)}</div>')
+        parts.append("</div>")
+        return "".join(parts)
+
+    def _show(self, which: str) -> None:
+        if which not in self._views:
+            if which == "eager":
+                self._views[which] = ProfileView(self.comparison.eager)
+            elif which == "compiled":
+                self._views[which] = ProfileView(self.comparison.compiled)
+            else:
+                self._views[which] = self._diff_page()
+        self.body.children = [self._views[which]]
+
+    def _diff_page(self) -> W.Widget:
+        c = self.comparison
+        device = any(p is not None and p.summary["device_traced"] for p in (c.eager, c.compiled))
+        has_kernels = not c.diff_kernels.empty
+        self.level = W.ToggleButtons(
+            options=[("ops", "op")] + ([("kernels", "kernel")] if has_kernels else []), value="op"
+        )
+        self.level.add_class("jp-TorchProf-toggle")
+        self.level.layout.display = None if has_kernels else "none"
+        self.diff_filter = W.Text(
+            placeholder="filter: substring, or regex like ^aten::",
+            continuous_update=True,
+            layout=W.Layout(width="320px"),
+        )
+        self.diff_filter.add_class("jp-TorchProf-filter")
+        self.diff_status = W.HTML()
+        self.diff_status.add_class("jp-TorchProf-status")
+        self.diff_pane = W.Box()
+        self.diff_pane.layout.width = "100%"
+
+        def refresh(*_: Any) -> None:
+            level = self.level.value
+            table = c.diff_ops if level == "op" else c.diff_kernels
+            rows, mode = diff_rows(table, self.diff_filter.value)
+            cols = diff_columns(level, device)
+            model, self.diff_source = make_table(rows, cols, height=table_height(len(rows)))
+            old = list(self.diff_pane.children)
+            self.diff_pane.children = [_bokeh_pane(model)]
+            for w in old:
+                w.close()
+            gone = int((rows["status"] == "only_a").sum()) if len(rows) else 0
+            new = int((rows["status"] == "only_b").sum()) if len(rows) else 0
+            text = f"{fmt_count(len(rows))} {level}s per step · {gone} gone when compiled · {new} new"
+            if mode:
+                text += f" · filter read as {mode}"
+            self.diff_status.value = _esc(text)
+
+        self.level.observe(refresh, "value")
+        self.diff_filter.observe(refresh, "value")
+        refresh()
+        parts: list[W.Widget] = [W.HBox([self.level, self.diff_filter]), self.diff_pane, self.diff_status]
+        parts += self._compiler_pages()
+        page = W.VBox(parts)
+        page.add_class("jp-TorchProf-page")
+        return page
+
+    def _compiler_pages(self) -> list[W.Widget]:
+        """Graph breaks and generated kernels, as small tables."""
+        s = self.comparison.compile_stats
+        out: list[W.Widget] = []
+        if s.graph_breaks:
+            frame = pd.DataFrame(
+                [{"location": b.location, "reason": b.reason, "count": b.count} for b in s.graph_breaks]
+            )
+            cols = [
+                Column("location", "Graph break at", "text", 160),
+                Column("reason", "Reason", "text", 520),
+                Column("count", "Hits", "count", 60),
+            ]
+            model, _ = make_table(frame, cols, height=table_height(len(frame)))
+            out += [W.HTML('<div class="jp-TorchProf-subtitle">Graph breaks</div>'), _bokeh_pane(model)]
+        if len(s.kernels):
+            cols = [
+                Column("name", "Generated kernel", "text", 320),
+                Column("kind", "Kind", "text", 110),
+                Column("fused_ops", "Fused ops", "text", 200),
+                Column("calls", "Calls", "count", 70),
+                Column("total_us", "Time", "time", 90),
+                Column("source", "Source", "text", 240),
+            ]
+            model, _ = make_table(s.kernels, cols, height=table_height(len(s.kernels)))
+            out += [
+                W.HTML('<div class="jp-TorchProf-subtitle">Kernels generated by Inductor</div>'),
+                _bokeh_pane(model),
+            ]
+        return out
+
+    def close(self) -> None:
+        """Close every view this comparison built."""
+        for v in self._views.values():
+            v.close()
+        super().close()

@@ -1,0 +1,182 @@
+"""%%torchprof --compare / --compile with real torch.compile runs on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from jupyter_torchprof.capture.compile import assigned_names
+
+SETUP = """
+import torch
+calls = []
+m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+x = torch.randn(16, 32)
+"""
+
+
+def test_assigned_names_cover_top_level_bindings():
+    import ast
+
+    tree = ast.parse(
+        "a = 1\nb, (c, *d) = f()\ne += 1\nfor i in r: j = i\nwith o as w: k = 2\n"
+        "import torch.nn as nn, os\nfrom x import y as z\ndef fn(): inner = 1\nclass C: attr = 1\n"
+        "if (walrus := 3): pass\ntry:\n  t = 1\nexcept E as err:\n  u = 2\n"
+    )
+    assert assigned_names(tree.body) == [
+        "a", "b", "c", "d", "e", "i", "j", "w", "k", "nn", "os", "z", "fn", "C", "walrus", "t", "err", "u",
+    ]  # fmt: skip
+
+
+def test_compare_gives_eager_compiled_and_diff(shell, capsys):
+    shell.run_cell(SETUP)
+    capsys.readouterr()
+    res = shell.run_cell(
+        "%%torchprof --compare --backend aot_eager --warmup 1 --steps 2\n"
+        "calls.append(1)\nh = m(x)\nprint('printed once')\nh.sum()"
+    )
+    assert res.error_in_exec is None
+    assert capsys.readouterr().out.count("printed once") == 1
+    c = shell.user_ns["_torchprof"]
+    assert c.eager is not None and c.compiled is not None
+    assert c.eager.summary["steps"] == 2 and c.compiled.summary["steps"] == 2
+    # eager: 1 warm-up + profiler warm-up + 2 steps; compiled: >= 2 warm-ups + profiler warm-up + 2 steps
+    assert len(shell.user_ns["calls"]) == (1 + 1 + 2) + (2 + 1 + 2)
+    # names assigned by the cell land in the notebook namespace from the compiled run too
+    assert isinstance(shell.user_ns["h"], torch.Tensor) and shell.user_ns["h"].shape == (16, 8)
+    assert isinstance(res.result, torch.Tensor)
+    assert set(c.diff["level"]) == {"op"}
+    assert {"name", "status", "self_cpu_us_a", "self_cpu_us_b", "ratio"} <= set(c.diff.columns)
+    # The compiled run went through Dynamo: its trace has the compiled region.
+    compiled_ops = set(c.compiled.ops["name"])
+    assert any(n.startswith("Torch-Compiled Region") for n in compiled_ops)
+    # the print breaks the graph: one graph before it, one resumed after it
+    assert c.compile_stats.graphs >= 1 and c.compile_stats.graph_break_count >= 1
+    assert set(c.compile_stats.regions["name"]) == {
+        n for n in compiled_ops if n.startswith("Torch-Compiled Region")
+    }
+    assert c.compile_stats.first_call_s is not None and c.compile_stats.compile_s is not None
+    # diff numbers are the per-step op tables of both sides
+    eager_addmm = c.eager.ops.set_index("name").loc["aten::addmm"]
+    row = c.diff.set_index("name").loc["aten::addmm"]
+    assert row["calls_a"] == eager_addmm["calls"] / 2
+    assert row["self_cpu_us_a"] == pytest.approx(eager_addmm["self_cpu_us"] / 2)
+    text = c.text()
+    assert "eager" in text and "compiled" in text and "torch.compile" in text
+
+
+def test_graph_breaks_are_reported_with_their_line(shell):
+    shell.run_cell(SETUP)
+    shell.run_cell(
+        "%%torchprof --compare --backend aot_eager --steps 1\nh = m(x)\nprint('break')\ny = h.sum()"
+    )
+    stats = shell.user_ns["_torchprof"].compile_stats
+    assert stats.graph_break_count >= 1
+    brk = stats.graph_breaks[0]
+    assert brk.location.endswith(":2"), brk.location
+    assert "print" in brk.reason
+    # ... and the compiled profile's findings say so
+    findings = shell.user_ns["_torchprof"].compiled.findings
+    compile_rows = findings[findings["rule"] == "compile"]
+    assert compile_rows["title"].str.contains("graph break").any()
+
+
+def test_fullgraph_break_keeps_the_eager_profile(shell, capsys):
+    shell.run_cell(SETUP)
+    res = shell.run_cell(
+        "%%torchprof --compare --fullgraph --backend aot_eager --steps 1\nh = m(x)\nprint('break')"
+    )
+    assert res.error_in_exec is None
+    c = shell.user_ns["_torchprof"]
+    assert c.eager is not None and c.compiled is None
+    assert c.compile_stats.error and "\n" not in c.compile_stats.error
+    assert "Traceback" in c.compile_stats.traceback
+    assert c.diff.empty
+    bundle = c._repr_mimebundle_()
+    assert "compilation failed" in bundle["text/plain"]
+    assert "<details>" in bundle["text/html"]
+    assert not torch.autograd.profiler._is_profiler_enabled
+
+
+def test_compile_names_compiles_only_those_and_restores_them(shell):
+    shell.run_cell(SETUP)
+    original = shell.user_ns["m"]
+    res = shell.run_cell(
+        "%%torchprof --compare --compile-names m --backend aot_eager --steps 1\ny = m(x).sum()"
+    )
+    assert res.error_in_exec is None
+    assert shell.user_ns["m"] is original
+    c = shell.user_ns["_torchprof"]
+    assert any(n.startswith("Torch-Compiled Region") for n in c.compiled.ops["name"])
+    assert not any(n.startswith("Torch-Compiled Region") for n in c.eager.ops["name"])
+
+
+def test_compile_alone_profiles_only_the_compiled_run(shell):
+    shell.run_cell(SETUP)
+    shell.run_cell("%%torchprof --compile --backend aot_eager --steps 1\ncalls.append(1)\ny = m(x)")
+    c = shell.user_ns["_torchprof"]
+    assert c.eager is None and c.compiled is not None
+    assert len(shell.user_ns["calls"]) == 2 + 1 + 1
+
+
+def test_compile_names_must_exist(shell, capsys):
+    shell.run_cell(SETUP)
+    capsys.readouterr()
+    shell.run_cell("%%torchprof --compare --compile-names nope\ny = m(x)")
+    assert "nope is not defined" in "".join(capsys.readouterr())
+
+
+def test_runs_are_stored_as_a_pair(shell, tmp_path):
+    from jupyter_torchprof.store import RunStore, wait_for_compression
+
+    shell.run_cell(SETUP)
+    shell.run_cell("%%torchprof --compare --backend aot_eager --steps 1 --name pair\ny = m(x)")
+    wait_for_compression()
+    runs = {r["name"]: r for r in RunStore(tmp_path / "runs").list()}
+    assert set(runs) == {"pair [eager]", "pair [compiled]"}
+    assert runs["pair [eager]"]["pair"] == runs["pair [compiled]"]["id"]
+    assert runs["pair [compiled]"]["compile"]["graphs"] >= 1
+
+
+@pytest.mark.slow
+def test_inductor_fuses_kernels_on_the_cpu(shell):
+    """A real Inductor compile: fused C++ kernels replace the eager elementwise ops."""
+    shell.run_cell(SETUP)
+    res = shell.run_cell(
+        "%%torchprof --compare --steps 2\nh = torch.nn.functional.gelu(x) * 2 + 1\ny = h.sum()"
+    )
+    assert res.error_in_exec is None
+    c = shell.user_ns["_torchprof"]
+    kernels = c.compile_stats.kernels
+    assert len(kernels) >= 1
+    assert kernels["name"].str.contains("cpp_fused").all()
+    assert any("gelu" in f for f in kernels["fused_ops"])
+    eager_ops = c.eager.ops[c.eager.ops["kind"] == "cpu_op"]
+    gone = set(c.diff.loc[c.diff["status"] == "only_a", "name"])
+    assert {"aten::gelu", "aten::mul", "aten::add"} <= gone
+    # fewer aten elementwise calls per step once compiled
+    compiled_aten = c.compiled.ops[c.compiled.ops["name"].str.startswith("aten::")]["calls"].sum()
+    assert compiled_aten < eager_ops[eager_ops["name"].str.startswith("aten::")]["calls"].sum()
+
+
+def test_comparison_view_builds_with_diff_table(shell):
+    """The eager | compiled | diff widget: toggles, a sortable diff table with exact rows."""
+    pytest.importorskip("jupyter_bokeh")
+    from jupyter_torchprof.views.compare import ComparisonView, diff_rows
+
+    shell.run_cell(SETUP)
+    shell.run_cell("%%torchprof --compare --backend aot_eager --steps 1 -q\ny = m(x)")
+    c = shell.user_ns["_torchprof"]
+    view = ComparisonView(c)
+    assert [o[1] for o in view.toggle.options] == ["eager", "compiled", "diff"]
+    assert view.toggle.value == "diff"
+    data = view.diff_source.data
+    assert list(data["name"]) == list(c.diff_ops["name"])
+    assert list(data["self_cpu_us_a"]) == pytest.approx(list(c.diff_ops["self_cpu_us_a"]))
+    view.diff_filter.value = "^aten::addmm$"
+    assert list(view.diff_source.data["name"]) == ["aten::addmm"]
+    rows, mode = diff_rows(c.diff_ops, "^aten::addmm$")
+    assert mode == "regex" and len(rows) == 1
+    view.toggle.value = "eager"
+    assert view.body.children[0].profile is c.eager
+    view.close()
