@@ -1,0 +1,772 @@
+"""A standalone HTML report: one file that opens offline, in any browser.
+
+What the page holds, top to bottom: the run's summary, its findings, the op
+and kernel tables (sortable: click a header), the steps and device streams,
+and the timeline. A `Comparison` gets its headline and the eager vs compiled
+diff tables first, then the same sections for each side.
+
+How it stays offline and safe:
+
+* the tables are plain HTML with a small fixed script that sorts them (every
+  row is in the file, so the browser's find works, and the page prints);
+* the timeline is the bokeh figure of `views.timeline`, embedded with BokehJS
+  inlined (``bokeh.resources.INLINE``, only the bundles the figure needs), so
+  nothing is fetched from a CDN; it shows the same level of detail as a
+  notebook view before zooming, and the report says when narrow events are
+  merged;
+* a Content-Security-Policy forbids the page any request, so even a
+  mistake here could not reach a host;
+* every string from a trace (op, kernel, annotation names) is escaped with
+  `html.escape`; in the timeline they travel as JSON data that bokeh draws
+  as text.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from .._version import __version__
+from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..comparison import Comparison
+    from ..export import ExportResult
+    from ..profile import Profile
+
+#: Rows per table at most (the tables say how many were left out).
+REPORT_ROWS = 5000
+#: Glyph budget of each timeline in the file (what travels with it).
+REPORT_GLYPHS = 60_000
+
+#: No request of any kind; inline scripts and styles only. BokehJS compiles
+#: the timeline's formatters with ``new Function`` (hence 'unsafe-eval') and
+#: its save tool makes a blob: image.
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+    "img-src data: blob:; font-src data:; connect-src 'none'; worker-src blob:; form-action 'none'"
+)
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+#: Where a timeline goes in the page body until bokeh's div replaces it;
+#: random so that no name in a trace can spell it.
+_SLOT_TOKEN = secrets.token_hex(12)
+
+
+def _slot(key: str) -> str:
+    return f"<!--tp-timeline-{_SLOT_TOKEN}-{key}-->"
+
+
+# --------------------------------------------------------------------------- #
+# tables
+
+
+@dataclass(frozen=True)
+class Col:
+    """One report table column.
+
+    Attributes
+    ----------
+    field
+        Column of the frame.
+    title
+        Header text.
+    kind
+        ``name`` (text, cut with an ellipsis, full text in a tooltip),
+        ``text``, ``status`` (a diff row's side), ``time``, ``delta``
+        (signed time), ``pct`` (with a bar), ``count``, ``calls`` (per
+        step, may be fractional), ``bytes``, ``flops``, ``float``, ``ratio``.
+    tip
+        Header tooltip.
+    title_field
+        For ``name``: column whose value is the tooltip (e.g. the full
+        kernel name behind a short one).
+    """
+
+    field: str
+    title: str
+    kind: str
+    tip: str = ""
+    title_field: str | None = None
+
+
+def _num(value: Any) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def _sort_attr(x: float | None) -> str:
+    if x is None:
+        return ""
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return repr(x)
+
+
+def _signed_time(x: float) -> str:
+    if x == 0:
+        return "0"
+    return ("+" if x > 0 else "−") + fmt_time(abs(x))
+
+
+def _ratio(x: float) -> str:
+    if math.isinf(x):
+        return "new" if x > 0 else "–"
+    return f"{x:.2f}×"
+
+
+def _per_step_count(x: float) -> str:
+    return f"{x:,.2f}".rstrip("0").rstrip(".")
+
+
+#: Diff row status as a reader says it.
+_STATUS = {"both": "both", "only_a": "gone", "only_b": "new"}
+
+_FORMAT: dict[str, Callable[[float], str]] = {
+    "calls": _per_step_count,
+    "time": fmt_time,
+    "delta": _signed_time,
+    "pct": fmt_pct,
+    "count": fmt_count,
+    "bytes": fmt_bytes,
+    "flops": fmt_flops,
+    "float": lambda x: f"{x:,.1f}",
+    "ratio": _ratio,
+}
+
+
+def _cell(col: Col, rec: dict[str, Any]) -> str:
+    value = rec.get(col.field)
+    if col.kind in ("name", "text", "status"):
+        text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+        if col.kind == "status":
+            text = _STATUS.get(text, text)
+        if col.kind != "name":
+            return f"<td>{_esc(text)}</td>"
+        tip = str(rec.get(col.title_field, text)) if col.title_field else text
+        return f'<td class="tp-name" title="{_esc(tip)}">{_esc(text)}</td>'
+    x = _num(value)
+    shown = "–" if x is None else _FORMAT[col.kind](x)
+    style = ""
+    if col.kind == "pct" and x is not None:
+        # A number we computed, never trace text: safe in a style attribute.
+        style = f' style="--p:{max(0.0, min(100.0, x)):.1f}%"'
+    cls = "tp-num tp-pct" if col.kind == "pct" else "tp-num"
+    return f'<td class="{cls}" data-v="{_sort_attr(x)}"{style}>{_esc(shown)}</td>'
+
+
+def table_html(
+    frame: pd.DataFrame,
+    columns: list[Col],
+    table_id: str,
+    caption: str,
+    sorted_by: str | None = None,
+    limit: int = REPORT_ROWS,
+    compact: bool = False,
+) -> str:
+    """A sortable HTML table of ``frame`` (every cell escaped).
+
+    Parameters
+    ----------
+    frame
+        Rows in the order shown first.
+    columns
+        What to show; columns missing from ``frame`` are left out.
+    table_id
+        ``id`` of the table element.
+    caption
+        What the table is (escaped); the row count is added.
+    sorted_by
+        Field ``frame`` is sorted by (marked in the header).
+    limit
+        Rows included at most.
+    compact
+        Size the table to its content instead of the page width.
+    """
+    cols = [c for c in columns if c.field in frame.columns]
+    shown = frame.head(limit)
+    head = []
+    for c in cols:
+        numeric = c.kind not in ("name", "text", "status")
+        sort = ' aria-sort="descending"' if c.field == sorted_by else ""
+        tip = f' title="{_esc(c.tip)}"' if c.tip else ""
+        kind = 'data-type="num" class="tp-num"' if numeric else 'data-type="text"'
+        head.append(f'<th scope="col" {kind}{sort}{tip}><button type="button">{_esc(c.title)}</button></th>')
+    body = []
+    for rec in shown.to_dict("records"):
+        body.append("<tr>" + "".join(_cell(c, rec) for c in cols) + "</tr>")
+    count = (
+        f"top {fmt_count(len(shown))} of {fmt_count(len(frame))} rows"
+        if len(shown) < len(frame)
+        else f"{fmt_count(len(frame))} row{'s' if len(frame) != 1 else ''}"
+    )
+    return (
+        f'<div class="tp-tablewrap{" tp-compact" if compact else ""}"><table class="tp-sortable" id="{_esc(table_id)}">'
+        f"<caption>{_esc(caption)} · {_esc(count)} · click a header to sort</caption>"
+        f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+# --------------------------------------------------------------------------- #
+# sections of one profile
+
+
+def _op_columns(profile: Profile, ops: pd.DataFrame) -> list[Col]:
+    device = bool(profile.summary.get("device_traced"))
+    cols = [
+        Col("name", "Name", "name"),
+        Col("calls", "Calls", "count"),
+        Col("self_cpu_us", "Self CPU", "time", "time in the op itself, on the host"),
+        Col("self_cpu_pct", "Self CPU %", "pct"),
+        Col("cpu_total_us", "CPU total", "time", "time in the op and everything it called"),
+        Col("cpu_mean_us", "CPU avg", "time"),
+    ]
+    if device:
+        cols += [
+            Col(
+                "self_device_us", "Self device", "time", "device time of the kernels this op launched itself"
+            ),
+            Col("self_device_pct", "Self device %", "pct"),
+            Col("device_total_us", "Device total", "time", "device time of every kernel below the op"),
+            Col("device_mean_us", "Device avg", "time"),
+        ]
+    for field, title in (
+        ("self_cpu_mem_bytes", "Self CPU mem"),
+        ("cpu_mem_bytes", "CPU mem"),
+        ("self_device_mem_bytes", "Self device mem"),
+        ("device_mem_bytes", "Device mem"),
+    ):
+        # All-zero memory columns (device memory of a CPU run) say nothing.
+        if field in ops.columns and ops[field].abs().sum() > 0:
+            cols.append(Col(field, title, "bytes"))
+    if "flops" in ops.columns:
+        cols.append(Col("flops", "FLOPs", "flops"))
+    return cols
+
+
+_KERNEL_COLUMNS = [
+    Col("short_name", "Kernel", "name", title_field="name"),
+    Col("kind", "Kind", "text"),
+    Col("calls", "Calls", "count"),
+    Col("total_us", "Total", "time"),
+    Col("pct", "Share", "pct", "share of all device time"),
+    Col("mean_us", "Mean", "time"),
+    Col("min_us", "Min", "time"),
+    Col("median_us", "Median", "time"),
+    Col("max_us", "Max", "time"),
+    Col("grid", "Grid", "text"),
+    Col("block", "Block", "text"),
+    Col("registers", "Registers", "count"),
+    Col("occupancy", "Occupancy %", "float"),
+    Col("bandwidth_gbps", "GB/s", "float"),
+    Col("launch_delay_us", "Launch delay", "time", "mean time from the launch call to the kernel start"),
+]
+
+_STEP_COLUMNS = [
+    Col("step", "Step", "count"),
+    Col("wall_us", "Wall", "time"),
+    Col("cpu_busy_us", "CPU busy", "time"),
+    Col("device_busy_us", "Device busy", "time"),
+    Col("device_idle_us", "Device idle", "time"),
+    Col("kernel_us", "Kernels", "time"),
+    Col("comm_us", "Communication", "time"),
+    Col("memcpy_us", "Copies", "time"),
+    Col("memset_us", "Memsets", "time"),
+]
+
+_STREAM_COLUMNS = [
+    Col("device", "Device", "text"),
+    Col("stream", "Stream", "text"),
+    Col("kernels", "Kernels", "count"),
+    Col("busy_us", "Busy", "time"),
+    Col("idle_us", "Idle", "time"),
+    Col("utilization_pct", "Utilisation", "pct"),
+]
+
+
+def _present(frame: pd.DataFrame, cols: list[Col]) -> list[Col]:
+    """Columns with at least one value (optional kernel columns often have none)."""
+    return [c for c in cols if c.field in frame.columns and frame[c.field].notna().any()]
+
+
+def _summary_html(profile: Profile) -> str:
+    s = profile.summary
+    steps = int(s.get("steps") or 0)
+    per = "/step" if steps else ""
+    chips: list[tuple[str, str]] = [("device", str(s.get("device", "?")))]
+    chips.append(("steps", str(steps) if steps else "whole trace"))
+    chips.append(("wall", f"{fmt_time(s.get('wall_per_step_us'))}{per}"))
+    chips.append(("CPU busy", f"{fmt_time(s.get('cpu_busy_per_step_us'))}{per}"))
+    if s.get("device_traced"):
+        chips.append(
+            (
+                "device busy",
+                f"{fmt_time(s.get('device_busy_per_step_us'))}{per} ({fmt_pct(s.get('device_busy_pct'))})",
+            )
+        )
+        chips.append(("kernels", fmt_count(s.get("kernels"))))
+    else:
+        chips.append(("device time", "not traced"))
+    chips.append(("events", fmt_count(s.get("events"))))
+    if s.get("rank") is not None and s.get("world_size"):
+        chips.append(("rank", f"{s['rank']} of {s['world_size']}"))
+    if s.get("compile_s") is not None:
+        chips.append(("compile", f"{float(s['compile_s']):.1f} s"))
+    parts = ['<div class="tp-chips">']
+    for label, value in chips:
+        parts.append(
+            f'<span class="tp-chip"><span class="tp-label">{_esc(label)}</span> {_esc(value)}</span>'
+        )
+    parts.append("</div>")
+    facts = []
+    if profile.trace_path is not None:
+        facts.append(f"trace {profile.trace_path.name}")
+    cap = profile.capture
+    if cap is not None:
+        facts.append(
+            f"captured on {cap.device} with {cap.warmup} warm-up run(s) and {cap.steps} profiled step(s)"
+        )
+        on = [k for k, v in (cap.options or {}).items() if v]
+        if on:
+            facts.append("recorded: " + ", ".join(on))
+    if facts:
+        parts.append(f'<p class="tp-facts">{_esc(" · ".join(facts))}</p>')
+    if profile.partial:
+        parts.append('<p class="tp-warn">partial profile: the run was interrupted</p>')
+    if profile.error:
+        parts.append(f'<p class="tp-error">{_esc(profile.error)}</p>')
+    for note in profile.notes:
+        parts.append(f'<p class="tp-warn">{_esc(note)}</p>')
+    return "".join(parts)
+
+
+def _findings_html(profile: Profile) -> str:
+    from .findings import _lines
+
+    try:
+        findings = profile.findings
+    except Exception as exc:  # noqa: BLE001 - a failing rule must not cost the report
+        return f'<p class="tp-warn">{_esc(f"findings unavailable: {type(exc).__name__}: {exc}")}</p>'
+    lines = _lines(findings, None)
+    if not lines:
+        return '<p class="tp-muted">Nothing to point at.</p>'
+    items = []
+    for sev, text, detail in lines:
+        cls = "tp-sev-" + (sev.replace(" ", "-") or "more")
+        label = f'<span class="tp-sev">{_esc(sev)}</span> ' if sev else ""
+        if detail:
+            items.append(
+                f'<li class="{cls}"><details><summary>{label}{_esc(text)}</summary>'
+                f'<p class="tp-detail">{_esc(detail)}</p></details></li>'
+            )
+        else:
+            items.append(f'<li class="{cls}">{label}{_esc(text)}</li>')
+    return f'<ul class="tp-findings">{"".join(items)}</ul>'
+
+
+def _ops_html(profile: Profile, prefix: str) -> str:
+    ops = profile._sorted_ops()
+    if ops.empty:
+        return '<p class="tp-muted">No ops in this trace.</p>'
+    cols = _op_columns(profile, ops)
+    from ..profile import _sort_column
+
+    device = bool(profile.summary.get("device_traced"))
+    metric = "self_device_us" if device else "self_cpu_us"
+    if profile.sort:
+        try:
+            metric = _sort_column(profile.sort, ops)
+        except ValueError:
+            pass
+    totals = f"self CPU {fmt_time(ops['self_cpu_us'].sum())}"
+    if device:
+        totals += f" · self device {fmt_time(ops['self_device_us'].sum())}"
+    return table_html(ops, cols, f"{prefix}ops", "Ops", sorted_by=metric) + (
+        f'<p class="tp-muted">Totals over all rows: {_esc(totals)}.</p>'
+    )
+
+
+def _kernels_html(profile: Profile, prefix: str) -> str:
+    k = profile.kernels
+    if not profile.summary.get("device_traced") or k.empty:
+        return '<p class="tp-muted">No device work in this trace.</p>'
+    k = k.sort_values("total_us", ascending=False, kind="stable")
+    total = f"{fmt_time(k['total_us'].sum())} in {fmt_count(k['calls'].sum())} calls"
+    return (
+        table_html(
+            k, _present(k, _KERNEL_COLUMNS), f"{prefix}kernels", "Kernels, copies and memsets", "total_us"
+        )
+        + f'<p class="tp-muted">Device time over all rows: {_esc(total)}.</p>'
+    )
+
+
+def _steps_html(profile: Profile, prefix: str) -> str:
+    steps = profile.steps
+    parts = []
+    if not steps.empty:
+        cols = _STEP_COLUMNS if profile.summary.get("device_traced") else _STEP_COLUMNS[:3]
+        parts.append(table_html(steps, cols, f"{prefix}steps", "Steps", compact=True))
+    streams = profile.streams
+    if profile.summary.get("device_traced") and not streams.empty:
+        parts.append(table_html(streams, _STREAM_COLUMNS, f"{prefix}streams", "Device streams", compact=True))
+    return "".join(parts) or '<p class="tp-muted">No ProfilerStep ranges in this trace.</p>'
+
+
+@dataclass
+class _TimelinePart:
+    model: Any | None
+    hint: str
+    lod: str = ""
+
+
+def _timeline_part(profile: Profile) -> _TimelinePart:
+    from .timeline import Timeline
+
+    try:
+        tl = Timeline(profile, max_glyphs=REPORT_GLYPHS)
+    except Exception as exc:  # noqa: BLE001 - the tables are worth writing without it
+        return _TimelinePart(None, f"timeline unavailable: {type(exc).__name__}: {exc}")
+    if not tl.lanes:
+        return _TimelinePart(None, "no events to draw")
+    hint = "drag to pan · Ctrl + wheel or the box tool to zoom · hover for names and times"
+    lod = []
+    if not tl.detailed:
+        lod.append(
+            "Reduced level of detail: events narrower than a pixel are merged into one box per row "
+            "(hover says how many), and zooming in this file does not add detail. For every event, "
+            "load the trace in a notebook (%torchprof --load) or open it in Perfetto."
+        )
+    if tl.hidden:
+        lod.append(f"{fmt_count(tl.hidden)} deeply nested events are not drawn.")
+    return _TimelinePart(tl.model, hint, " ".join(lod))
+
+
+def _profile_sections(
+    profile: Profile, prefix: str, level: int, nav: list[tuple[str, str]]
+) -> tuple[str, Any]:
+    """The sections of one profile, and its timeline model (or None)."""
+    h = f"h{level}"
+    parts = [f'<section id="{prefix}summary-section" class="tp-summary">{_summary_html(profile)}</section>']
+    sections = [
+        ("findings", "Findings", _findings_html(profile)),
+        ("ops", "Ops", _ops_html(profile, prefix)),
+        ("kernels", "Kernels", _kernels_html(profile, prefix)),
+        ("steps", "Steps and streams", _steps_html(profile, prefix)),
+    ]
+    for key, title, body in sections:
+        nav.append((f"{prefix}{key}", title))
+        parts.append(f'<section id="{prefix}{key}-section"><{h}>{_esc(title)}</{h}>{body}</section>')
+    tl = _timeline_part(profile)
+    nav.append((f"{prefix}timeline", "Timeline"))
+    slot = _slot(prefix) if tl.model is not None else ""
+    parts.append(
+        f'<section id="{prefix}timeline-section"><{h}>Timeline</{h}>'
+        f'<p class="tp-muted">{_esc(tl.hint)}</p>'
+        + (f'<p class="tp-lod" id="{prefix}timeline-lod">{_esc(tl.lod)}</p>' if tl.lod else "")
+        + f"{slot}</section>"
+    )
+    return "".join(parts), tl.model
+
+
+# --------------------------------------------------------------------------- #
+# the page
+
+
+_CSS = """
+:root {
+  color-scheme: light dark;
+  --jp-ui-font-color1: #1f2328; --jp-ui-font-color2: #656d76; --jp-border-color1: #b8bec6;
+  --jp-border-color2: #e3e6ea; --jp-layout-color0: #ffffff; --jp-layout-color1: #f6f8fa;
+  --jp-layout-color2: #eef1f4; --tp-accent: #0969da; --tp-bar: rgba(9, 105, 218, 0.16);
+  --tp-high: #b00020; --tp-medium: #9a5b00; --tp-info: #0b6bcb;
+}
+@media (prefers-color-scheme: dark) {
+  :root {
+    --jp-ui-font-color1: #e6edf3; --jp-ui-font-color2: #9aa4ae; --jp-border-color1: #4a525c;
+    --jp-border-color2: #30363d; --jp-layout-color0: #0d1117; --jp-layout-color1: #161b22;
+    --jp-layout-color2: #1f262e; --tp-accent: #58a6ff; --tp-bar: rgba(88, 166, 255, 0.22);
+    --tp-high: #ff7b72; --tp-medium: #e3b341; --tp-info: #79c0ff;
+  }
+}
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--jp-layout-color0); color: var(--jp-ui-font-color1);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1500px; margin: 0 auto; padding: 16px 24px 48px; }
+header h1 { font-size: 22px; margin: 4px 0 2px; word-break: break-all; }
+h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid var(--jp-border-color2); padding-bottom: 4px; }
+h3 { font-size: 16px; margin: 20px 0 6px; }
+section { scroll-margin-top: 44px; }
+.tp-sub, .tp-muted, .tp-facts { color: var(--jp-ui-font-color2); margin: 4px 0; }
+nav { position: sticky; top: 0; z-index: 5; background: var(--jp-layout-color0);
+  border-bottom: 1px solid var(--jp-border-color2); padding: 6px 0; margin-bottom: 8px; }
+nav a { color: var(--tp-accent); text-decoration: none; margin-right: 14px; white-space: nowrap; }
+nav a:hover { text-decoration: underline; }
+.tp-chips { display: flex; flex-wrap: wrap; gap: 6px; margin: 8px 0; }
+.tp-chip { background: var(--jp-layout-color2); border-radius: 12px; padding: 2px 10px; white-space: nowrap; }
+.tp-label { color: var(--jp-ui-font-color2); }
+.tp-warn { color: var(--tp-medium); margin: 2px 0; }
+.tp-error { color: var(--tp-high); margin: 2px 0; }
+.tp-headline { margin: 6px 0; padding-left: 18px; }
+ul.tp-findings { list-style: none; padding: 0; margin: 4px 0; }
+ul.tp-findings li { margin: 3px 0; }
+ul.tp-findings summary { cursor: pointer; }
+.tp-detail { margin: 4px 0 8px 22px; color: var(--jp-ui-font-color2); white-space: pre-line; }
+.tp-sev { display: inline-block; min-width: 7em; font-weight: 600; text-transform: uppercase; font-size: 12px; }
+.tp-sev-high .tp-sev { color: var(--tp-high); }
+.tp-sev-medium .tp-sev { color: var(--tp-medium); }
+.tp-sev-info .tp-sev { color: var(--tp-info); }
+.tp-sev-not-checked { color: var(--jp-ui-font-color2); }
+.tp-tablewrap { max-height: 70vh; overflow: auto; border: 1px solid var(--jp-border-color2); border-radius: 4px; }
+table.tp-sortable { border-collapse: separate; border-spacing: 0; width: 100%; font-size: 13px;
+  font-variant-numeric: tabular-nums; }
+.tp-compact { display: inline-block; max-width: 100%; vertical-align: top; margin: 0 12px 12px 0; }
+.tp-compact table.tp-sortable { width: auto; }
+table.tp-sortable caption { caption-side: top; text-align: left; padding: 6px 8px;
+  color: var(--jp-ui-font-color2); background: var(--jp-layout-color1); }
+table.tp-sortable th { position: sticky; top: 0; z-index: 1; background: var(--jp-layout-color2);
+  border-bottom: 1px solid var(--jp-border-color1); text-align: left; padding: 0; white-space: nowrap; }
+table.tp-sortable th.tp-num { text-align: right; }
+table.tp-sortable th button { all: unset; display: block; box-sizing: border-box; width: 100%;
+  padding: 5px 8px; cursor: pointer; font-weight: 600; }
+table.tp-sortable th button:focus-visible { outline: 2px solid var(--tp-accent); outline-offset: -2px; }
+table.tp-sortable th[aria-sort] button { color: var(--tp-accent); }
+table.tp-sortable th[aria-sort="descending"] button::after { content: " ▼"; font-size: 10px; }
+table.tp-sortable th[aria-sort="ascending"] button::after { content: " ▲"; font-size: 10px; }
+table.tp-sortable td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color2); white-space: nowrap; }
+table.tp-sortable tbody tr:nth-child(even) { background: var(--jp-layout-color1); }
+table.tp-sortable tbody tr:hover { background: var(--jp-layout-color2); }
+td.tp-num { text-align: right; }
+td.tp-name { max-width: 56ch; overflow: hidden; text-overflow: ellipsis; }
+td.tp-pct { background-image: linear-gradient(90deg, var(--tp-bar) var(--p, 0%), transparent var(--p, 0%));
+  background-repeat: no-repeat; }
+.tp-timeline { min-height: 120px; }
+.tp-lod { margin: 4px 0 8px; padding: 6px 10px; border-left: 3px solid var(--tp-medium);
+  background: var(--jp-layout-color1); }
+footer { margin-top: 36px; color: var(--jp-ui-font-color2); font-size: 12px; }
+@media print { nav { display: none; } .tp-tablewrap { max-height: none; overflow: visible; } }
+"""
+
+#: Sorts a table on a header click: numbers largest first, text A→Z, a second
+#: click reverses; unknown values stay last; ties keep their order.
+_SORT_JS = """
+(function () {
+  "use strict";
+  function key(td, num) {
+    var v = td.getAttribute("data-v");
+    if (num) { return v === null || v === "" ? NaN : parseFloat(v); }
+    return td.textContent.toLowerCase();
+  }
+  document.querySelectorAll("table.tp-sortable").forEach(function (table) {
+    var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+    heads.forEach(function (th, col) {
+      var btn = th.querySelector("button");
+      if (!btn) { return; }
+      btn.addEventListener("click", function () {
+        var num = th.getAttribute("data-type") === "num";
+        var cur = th.getAttribute("aria-sort");
+        var dir = cur === "descending" ? "ascending" : cur === "ascending" ? "descending"
+          : (num ? "descending" : "ascending");
+        heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", dir);
+        var sign = dir === "ascending" ? 1 : -1;
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows).map(function (r, i) {
+          return [key(r.cells[col], num), i, r];
+        });
+        rows.sort(function (a, b) {
+          var x = a[0], y = b[0];
+          if (num) {
+            var xn = isNaN(x), yn = isNaN(y);
+            if (xn || yn) { return xn === yn ? a[1] - b[1] : (xn ? 1 : -1); }
+            if (x !== y) { return x < y ? -sign : sign; }
+          } else {
+            var c = x.localeCompare(y);
+            if (c) { return sign * c; }
+          }
+          return a[1] - b[1];
+        });
+        var frag = document.createDocumentFragment();
+        rows.forEach(function (r) { frag.appendChild(r[2]); });
+        body.appendChild(frag);
+      });
+    });
+  });
+})();
+"""
+
+
+def _embed(models: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+    """BokehJS (inline) for ``models``, the script rendering them, and their divs."""
+    if not models:
+        return "", "", {}
+    from bokeh.embed import components
+    from bokeh.embed.bundle import bundle_for_objs_and_resources
+    from bokeh.resources import INLINE
+
+    bundle = bundle_for_objs_and_resources(list(models.values()), INLINE)
+    if bundle.js_files or bundle.css_files:  # pragma: no cover - INLINE never links
+        raise RuntimeError("bokeh asked for external resources in an offline report")
+    script, divs = components(models)
+    return bundle.scripts(tag=True), script, divs
+
+
+def _page(title: str, subtitle: str, nav: list[tuple[str, str]], body: str, models: dict[str, Any]) -> str:
+    bokeh_js, bokeh_script, divs = _embed(models)
+    for key, div in divs.items():
+        body = body.replace(_slot(key), f'<div class="tp-timeline">{div}</div>', 1)
+    links = "".join(f'<a href="#{_esc(anchor)}-section">{_esc(text)}</a>' for anchor, text in nav)
+    made = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="generator" content="jupyter_torchprof {_esc(__version__)}">\n'
+        f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n{bokeh_js}\n</head>\n<body>\n<main>\n"
+        f'<header><h1>{_esc(title)}</h1><p class="tp-sub">{_esc(subtitle)}</p></header>\n'
+        f"<nav>{links}</nav>\n{body}\n"
+        f"<footer>Written by jupyter_torchprof {_esc(__version__)} on {_esc(made)}. "
+        "This file is self-contained and opens offline.</footer>\n"
+        f"</main>\n<script>{_SORT_JS}</script>\n{bokeh_script}\n</body>\n</html>\n"
+    )
+
+
+def profile_report_html(profile: Profile) -> str:
+    """The standalone report of one `Profile` (see the module docstring)."""
+    nav: list[tuple[str, str]] = [("summary", "Summary")]
+    body, model = _profile_sections(profile, "", 2, nav)
+    models = {"": model} if model is not None else {}
+    return _page(profile.name, "torch.profiler report", nav, body, models)
+
+
+_DIFF_OP_COLUMNS = [
+    Col("name", "Name", "name"),
+    Col("status", "Status", "status", "gone: eager only · new: compiled only · both"),
+    Col("calls_a", "Calls eager", "calls"),
+    Col("calls_b", "Calls compiled", "calls"),
+    Col("self_cpu_us_a", "Self CPU eager", "time"),
+    Col("self_cpu_us_b", "Self CPU compiled", "time"),
+    Col("self_cpu_us_delta", "Δ self CPU", "delta"),
+    Col("self_device_us_a", "Self device eager", "time"),
+    Col("self_device_us_b", "Self device compiled", "time"),
+    Col("self_device_us_delta", "Δ self device", "delta"),
+    Col("ratio", "Ratio", "ratio", "compiled / eager of the sorted metric"),
+]
+
+_DIFF_KERNEL_COLUMNS = [
+    Col("name", "Kernel", "name"),
+    Col("status", "Status", "status", "gone: eager only · new: compiled only · both"),
+    Col("calls_a", "Calls eager", "calls"),
+    Col("calls_b", "Calls compiled", "calls"),
+    Col("total_us_a", "Device eager", "time"),
+    Col("total_us_b", "Device compiled", "time"),
+    Col("total_us_delta", "Δ device", "delta"),
+    Col("ratio", "Ratio", "ratio"),
+]
+
+
+def comparison_report_html(comparison: Comparison) -> str:
+    """The standalone report of a `Comparison`: headline, diff, then each side."""
+    nav: list[tuple[str, str]] = [("headline", "Headline")]
+    lines = "".join(f"<li>{_esc(line)}</li>" for line in comparison.headline_lines())
+    parts = [f'<section id="headline-section"><h2>Eager vs compiled</h2><ul class="tp-headline">{lines}</ul>']
+    tb = getattr(comparison.compile_stats, "traceback", None)
+    if tb:
+        parts.append(f"<details><summary>full traceback</summary><pre>{_esc(tb)}</pre></details>")
+    parts.append("</section>")
+    ops, kernels = comparison.diff_ops, comparison.diff_kernels
+    if not ops.empty:
+        device = "self_device_us_delta" in ops and ops["self_device_us_delta"].abs().sum() > 0
+        cols = _DIFF_OP_COLUMNS if device else [c for c in _DIFF_OP_COLUMNS if "device" not in c.field]
+        nav.append(("diff-ops", "Op changes"))
+        parts.append(
+            '<section id="diff-ops-section"><h2>Op changes (per step)</h2>'
+            + table_html(ops, cols, "diff-ops", "Ops, eager vs compiled, per step")
+            + "</section>"
+        )
+    if not kernels.empty:
+        nav.append(("diff-kernels", "Kernel changes"))
+        parts.append(
+            '<section id="diff-kernels-section"><h2>Kernel changes (per step)</h2>'
+            + table_html(
+                kernels, _DIFF_KERNEL_COLUMNS, "diff-kernels", "Kernels, eager vs compiled, per step"
+            )
+            + "</section>"
+        )
+    models: dict[str, Any] = {}
+    for label, p in (("eager", comparison.eager), ("compiled", comparison.compiled)):
+        if p is None:
+            continue
+        side_nav: list[tuple[str, str]] = []
+        body, model = _profile_sections(p, f"{label}-", 3, side_nav)
+        nav.append((label, label.capitalize()))
+        parts.append(f'<section id="{label}-section"><h2>{_esc(label.capitalize())}: {_esc(p.name)}</h2>')
+        parts.append(body + "</section>")
+        if model is not None:
+            models[f"{label}-"] = model
+    return _page(
+        f"{comparison.name}: eager vs compiled",
+        "torch.profiler comparison report",
+        nav,
+        "".join(parts),
+        models,
+    )
+
+
+def report_html(result: Profile | Comparison) -> str:
+    """One standalone HTML page for a `Profile` or a `Comparison`.
+
+    The page needs no network: BokehJS is inlined for the timeline, the
+    tables are plain HTML sorted by a small inline script, and a
+    Content-Security-Policy forbids any request.
+
+    Parameters
+    ----------
+    result
+        A profile (``%%torchprof``, `jupyter_torchprof.load`) or the result
+        of ``%%torchprof --compare``.
+
+    Returns
+    -------
+    str
+        The whole HTML document.
+    """
+    if hasattr(result, "compiled") and hasattr(result, "eager"):
+        return comparison_report_html(result)  # type: ignore[arg-type]
+    return profile_report_html(result)  # type: ignore[arg-type]
+
+
+def write_report(result: Profile | Comparison, path: str | Path, force: bool = False) -> ExportResult:
+    """Write `report_html` of ``result`` to the ``.html`` file ``path``.
+
+    The checks and the atomic write are those of `export.export`: an
+    existing file is kept unless ``force``, and a failure leaves nothing
+    half-written.
+    """
+    from ..export import ExportError, ExportResult, _atomic_write, _human, plan
+
+    ((target, fmt, _),) = plan(path, force=force)
+    if fmt != "html":
+        raise ExportError(f"a report is written to an .html file, not {Path(path).name}")
+    page = report_html(result)
+    try:
+        _atomic_write(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+    except OSError as exc:
+        raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
+    what = "a comparison report" if hasattr(result, "compiled") else "a standalone report"
+    return ExportResult([target], [f"writing {target.name}: {what} ({_human(len(page))}, opens offline)"])
