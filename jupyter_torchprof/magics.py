@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import re
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Integer, Unicode
 
 from .errors import TorchProfError
@@ -55,6 +55,7 @@ class TorchProf(Magics):
     run_dir = Unicode("", help="Run store folder ('' = $TORCHPROF_RUN_DIR or ./.torchprof/runs).").tag(
         config=True
     )
+    backend = Unicode("inductor", help="torch.compile backend used by --compare/--compile.").tag(config=True)
     max_store_mb = Integer(
         2048, help="Delete the oldest runs when the store exceeds this size (0 = never)."
     ).tag(config=True)
@@ -97,6 +98,38 @@ class TorchProf(Magics):
         "--load", default=None, metavar="PATH", help="Open a saved trace (file or folder) instead of running."
     )
     @argument("--run-dir", default=None, metavar="DIR", help="Run store folder for this run.")
+    @argument(
+        "--compare",
+        action="store_true",
+        help="Profile the cell eagerly AND through torch.compile, and show eager | compiled | diff. "
+        "The cell runs in both modes (side effects happen in both).",
+    )
+    @argument("--compile", action="store_true", help="Profile only the torch.compile'd cell.")
+    @argument(
+        "--compile-names",
+        default=None,
+        metavar="NAMES",
+        help="Compile these notebook objects (e.g. model,fn) instead of the whole cell, for the compiled run only.",
+    )
+    @argument(
+        "--export",
+        default=None,
+        metavar="PATH",
+        help="Also write the result: .json/.json.gz (trace for Perfetto), .csv/.parquet (a table), "
+        ".html (standalone report), .txt, or a folder (all of them).",
+    )
+    @argument("--export-table", default="ops", choices=["ops", "kernels"], help="Table for .csv/.parquet.")
+    @argument("--force", action="store_true", help="Let --export overwrite existing files.")
+    @argument("--backend", default=None, help="torch.compile backend (default inductor).")
+    @argument(
+        "--mode", default=None, help="torch.compile mode (default, reduce-overhead, max-autotune, ...)."
+    )
+    @argument(
+        "--fullgraph", action="store_true", help="torch.compile(fullgraph=True): a graph break is an error."
+    )
+    @argument(
+        "--dynamic", action=argparse.BooleanOptionalAction, default=None, help="torch.compile(dynamic=...)."
+    )
     @line_cell_magic
     def torchprof(self, line: str, cell: str | None = None) -> Any:
         """Profile a cell (or one statement) with torch.profiler.
@@ -109,7 +142,9 @@ class TorchProf(Magics):
         DataFrames (``_torchprof.ops``, ``_torchprof.kernels``).
 
         Side effects of the cell (appending to a list, an optimizer step)
-        happen once per run.
+        happen once per run. With ``--compare`` the cell runs both eagerly and
+        through ``torch.compile`` (compilation happens during the warm-up and
+        is timed separately), so its side effects happen in both modes.
 
         Examples::
 
@@ -118,6 +153,9 @@ class TorchProf(Magics):
 
             %%torchprof --device cuda --steps 5 --record-shapes -o prof
             loss = model(x).sum(); loss.backward()
+
+            %%torchprof --compare
+            y = model(x)
 
             %torchprof model(x)
             %torchprof --load run/rank-0.pt.trace.json.gz
@@ -168,7 +206,9 @@ class TorchProf(Magics):
                 opts.append(value)
                 rest = after.lstrip()
         try:
-            args = parse_argstring(self.torchprof, " ".join(shlex.quote(o) for o in opts))
+            # The tokens are already split and unquoted: hand them to argparse
+            # as a list (a re-joined string would keep quotes in values).
+            args = parser.parse_args(opts)
         except UsageError:
             raise
         except SystemExit:  # argparse on an invalid value
@@ -188,9 +228,59 @@ class TorchProf(Magics):
             result = load(args.load, name=args.name)
         except TorchProfError as exc:
             raise UsageError(str(exc)) from None
+        self._keep_loaded(result, args)
         self._apply_view_settings(result, args)
         self._publish(result, args)
+        self._export(result, args)
         return None
+
+    def _keep_loaded(self, result: Any, args: argparse.Namespace) -> None:
+        """Keep a copy of a loaded trace (or folder of ranks) in the run store.
+
+        The sidebar lists every run, loaded ones included. A trace that is
+        already in the store (re-opening a kept run) is not copied again, and
+        a store that cannot be written only costs a warning: the trace is open.
+        """
+        import shutil
+        import sys
+
+        from .profile import Profile
+        from .store import RunStore
+
+        store = RunStore(args.run_dir or self.run_dir or None)
+        profiles = [result] if isinstance(result, Profile) else list(result)
+        sources = [Path(p.meta.path) for p in profiles if p.meta.path]
+        root = store.root.resolve()
+        if not sources or any(root in s.resolve().parents for s in sources):
+            return
+        run_dir = None
+        try:
+            run_dir = store.create()
+            kept: list[str] = []
+            for i, src in enumerate(sources):
+                name = src.name if src.name not in kept else f"{i}-{src.name}"
+                kept.append(store.add_trace(run_dir, src, name=name).name)
+            info = _run_info(profiles[0], self.shell, kind="load")
+            info.update(
+                name=result.name,
+                source=str(Path(args.load).expanduser().resolve()),
+                traces=kept,
+                trace=kept[0],
+            )
+            info["ranks"] = len(profiles)
+            store.write_info(run_dir, info)
+        except OSError as exc:
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            print(
+                f"torchprof: trace opened, but not kept in {store.root}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return
+        for p in profiles:
+            p.run_dir = run_dir
+        if self.max_store_mb > 0:
+            store.enforce_cap(self.max_store_mb * 2**20, keep={run_dir.name})
 
     # ------------------------------------------------------------------ #
     # profiling a cell
@@ -201,7 +291,7 @@ class TorchProf(Magics):
         if _ACTIVE:
             raise UsageError("%%torchprof cannot run inside another %%torchprof cell")
         from .capture.device import resolve_device
-        from .capture.runner import CaptureOptions, capture, profiler_is_running
+        from .capture.runner import CaptureOptions, profiler_is_running
         from .errors import DeviceError
 
         options = CaptureOptions(
@@ -229,43 +319,235 @@ class TorchProf(Magics):
         runner = _CellRunner(self.shell, code)  # SyntaxError surfaces here
 
         from .store import RunStore
-
-        store = RunStore(args.run_dir or self.run_dir or None)
-        try:
-            run_dir = store.create()
-        except OSError as exc:
-            raise UsageError(f"cannot create a run folder in {store.root}: {exc.strerror or exc}") from None
-
         from .views.progress import Progress
 
+        store = RunStore(args.run_dir or self.run_dir or None)
         progress = Progress(enabled=not args.quiet, notebook=_in_notebook(self.shell))
         module_names = None
         if options.modules:
             from .capture.modules import module_paths
 
             module_names = module_paths(self.shell.user_ns)
-        started = time.time()
+        if args.compare or args.compile or args.compile_names:
+            return self._run_compare(args, code, runner, target, options, store, progress, module_names)
+
         _ACTIVE = True
         try:
-            result = capture(runner, target, options, run_dir / "trace.json", progress, module_names)
+            profile, result = self._capture_profile(
+                runner,
+                target,
+                options,
+                code,
+                args,
+                store,
+                progress,
+                module_names,
+                args.name or _default_name(code),
+            )
         finally:
             _ACTIVE = False
-
-        profile = None
-        if result.trace_path is not None:
-            progress.update("parsing", 0, 1)
-            profile = self._build_profile(result, target, options, code, args, started, run_dir, store)
         progress.finish(_timing_line(result, profile))
-
         if profile is not None:
             self._apply_view_settings(profile, args)
             self._publish(profile, args)
+            if result.error is None:
+                self._export(profile, args)
         if result.error is not None:
             # The traceback of the user's exception, as for any cell.
             raise result.error
         if profile is None:
             raise UsageError("; ".join(result.notes) or "the profiler produced no trace")
         return runner.value
+
+    def _capture_profile(
+        self,
+        run_once: Any,
+        target: Any,
+        options: Any,
+        code: str,
+        args: argparse.Namespace,
+        store: Any,
+        progress: Any,
+        module_names: dict[int, str] | None,
+        name: str,
+        extra_info: dict[str, Any] | None = None,
+    ) -> tuple[Any, Any]:
+        """Capture one run into a new run folder; (Profile or None, CaptureResult)."""
+        __tracebackhide__ = True  # noqa: F841
+        from .capture.runner import capture
+
+        try:
+            run_dir = store.create()
+        except OSError as exc:
+            raise UsageError(f"cannot create a run folder in {store.root}: {exc.strerror or exc}") from None
+        started = time.time()
+        result = capture(run_once, target, options, run_dir / "trace.json", progress, module_names)
+        profile = None
+        if result.trace_path is not None:
+            progress.update("parsing", 0, 1)
+            try:
+                profile = self._build_profile(
+                    result, target, options, code, args, started, run_dir, store, name, extra_info
+                )
+            except Exception:
+                # Leave no half-made run behind (the sidebar would show it as
+                # still running until this kernel exits).
+                import shutil
+
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+        else:
+            # Nothing to keep: drop the folder so the sidebar does not list an empty run.
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return profile, result
+
+    def _run_compare(
+        self,
+        args: argparse.Namespace,
+        code: str,
+        runner: _CellRunner,
+        target: Any,
+        options: Any,
+        store: Any,
+        progress: Any,
+        module_names: dict[int, str] | None,
+    ) -> Any:
+        """``--compare`` / ``--compile``: eager and/or compiled runs, then the comparison."""
+        __tracebackhide__ = True  # noqa: F841
+        global _ACTIVE
+        from dataclasses import replace
+
+        from .capture.compile import (
+            CompiledCell,
+            CompileRecorder,
+            CompileSettings,
+            compiled_names,
+            compiled_regions,
+            cpu_kernel_ranges,
+            generated_kernels,
+        )
+        from .comparison import Comparison
+
+        names = [n.strip() for n in (args.compile_names or "").split(",") if n.strip()]
+        bad = [n for n in names if not n.isidentifier()]
+        if bad:
+            raise UsageError(f"--compile-names takes variable names separated by commas, not {bad[0]!r}")
+        missing = [n for n in names if n not in self.shell.user_ns]
+        if missing:
+            raise UsageError(f"--compile-names: {', '.join(missing)} is not defined in the notebook")
+        settings = CompileSettings(
+            backend=args.backend or self.backend,
+            mode=args.mode,
+            fullgraph=bool(args.fullgraph),
+            dynamic=args.dynamic,
+            names=names,
+        )
+        base = args.name or _default_name(code)
+        eager = None
+        value = None
+        _ACTIVE = True
+        try:
+            if not args.compile:
+                eager, result = self._capture_profile(
+                    runner, target, options, code, args, store, progress, module_names, f"{base} [eager]"
+                )
+                value = runner.value
+                if result.error is not None:
+                    progress.finish(_timing_line(result, eager))
+                    if eager is not None:
+                        self._apply_view_settings(eager, args)
+                        self._publish(eager, args)
+                    raise result.error
+
+            # The compiled run warms up at least twice: the first call compiles,
+            # the second catches a recompile (e.g. dynamic shapes), so neither
+            # lands in a profiled step.
+            coptions = replace(options, warmup=max(options.warmup, 2))
+            recorder = CompileRecorder(settings)
+            if names:
+                compiled_runner: Any = _CellRunner(self.shell, code, show_output=args.compile)
+                swap = compiled_names(self.shell.user_ns, settings)
+            else:
+                compiled_runner = CompiledCell(runner.tree, runner.filename, self.shell.user_ns, settings)
+                swap = _nullcontext()
+            info = {"compile": {"role": "compiled", "settings": settings.kwargs()}}
+            with recorder, cpu_kernel_ranges(), swap:
+                compiled, cresult = self._capture_profile(
+                    compiled_runner,
+                    target,
+                    coptions,
+                    code,
+                    args,
+                    store,
+                    _Relabel(progress, {"warm-up": "compiling"}),
+                    module_names,
+                    f"{base} [compiled]",
+                    info,
+                )
+        finally:
+            _ACTIVE = False
+        stats = recorder.stats
+        if cresult.error is not None:
+            if isinstance(cresult.error, KeyboardInterrupt):
+                raise cresult.error
+            recorder.failed(cresult.error)
+            if cresult.error_phase == "warm-up":
+                compiled = None
+        first = getattr(compiled_runner, "first_call_s", None)
+        stats.first_call_s = first
+        if first is not None and compiled is not None:
+            stats.compile_s = max(first - compiled.summary["wall_per_step_us"] / 1e6, 0.0)
+        if compiled is not None:
+            # Findings read this (graph breaks, recompiles); set before any display.
+            compiled.compile_stats = stats
+            stats.kernels = generated_kernels(compiled)
+            regions = compiled_regions(compiled)
+            # What ran in the profiled steps is the most direct evidence:
+            # one compiled region per graph; compile ids above 0 are recompiles.
+            stats.graphs = max(stats.graphs, len(regions))
+            stats.regions = regions
+            if not stats.recompiles:
+                stats.recompiles = [
+                    f"frame {r.frame} ran recompiled code (compile id {r.compile_id})"
+                    for r in regions.itertuples(index=False)
+                    if r.compile_id > 0
+                ]
+            compiled.capture.compile_s = stats.compile_s
+            if compiled.run_dir is not None:
+                self._update_run_info(
+                    store, compiled.run_dir, {"compile": {"role": "compiled", **stats.as_dict()}}
+                )
+        if (
+            eager is not None
+            and eager.run_dir is not None
+            and compiled is not None
+            and compiled.run_dir is not None
+        ):
+            self._update_run_info(store, eager.run_dir, {"pair": compiled.run_dir.name, "role": "eager"})
+            self._update_run_info(store, compiled.run_dir, {"pair": eager.run_dir.name, "role": "compiled"})
+        progress.finish(_timing_line(cresult, compiled))
+        comparison = Comparison(eager, compiled, stats)
+        for p in (eager, compiled):
+            if p is not None:
+                self._apply_view_settings(p, args)
+        comparison.row_limit = args.row_limit if args.row_limit is not None else self.row_limit
+        self._publish(comparison, args)
+        self._export(comparison, args)
+        if args.compile and value is None:
+            value = getattr(compiled_runner, "value", None)
+        return value
+
+    def _update_run_info(self, store: Any, run_dir: Path, extra: dict[str, Any]) -> None:
+        info = store.read_info(run_dir.name)
+        if info.get("damaged"):
+            return
+        info.update(extra)
+        info.pop("id", None)
+        info.pop("damaged", None)
+        info.pop("schema", None)
+        store.write_info(run_dir, info)
 
     def _build_profile(
         self,
@@ -277,6 +559,8 @@ class TorchProf(Magics):
         started: float,
         run_dir: Path,
         store: Any,
+        name: str,
+        extra_info: dict[str, Any] | None = None,
     ) -> Any:
         from .profile import CaptureInfo, Profile
         from .store import TRACE_NAME, compress_in_background
@@ -285,7 +569,6 @@ class TorchProf(Magics):
         t0 = time.perf_counter()
         data = parse_trace(result.trace_path)
         parse_s = time.perf_counter() - t0
-        name = args.name or _default_name(code)
         error = None
         if result.error is not None:
             kind = (
@@ -319,7 +602,7 @@ class TorchProf(Magics):
         )
         profile.meta.path = str(run_dir / TRACE_NAME)
         compress_in_background(result.trace_path, run_dir / TRACE_NAME)
-        store.write_info(run_dir, _run_info(profile, self.shell))
+        store.write_info(run_dir, {**_run_info(profile, self.shell), **(extra_info or {})})
         if self.max_store_mb > 0:
             store.enforce_cap(self.max_store_mb * 2**20, keep={run_dir.name})
         return profile
@@ -337,6 +620,56 @@ class TorchProf(Magics):
                 raise UsageError(str(exc)) from None
             result.sort = sort
         result.row_limit = args.row_limit if args.row_limit is not None else self.row_limit
+
+    def _export(self, result: Any, args: argparse.Namespace) -> None:
+        """``--export``: write the result; problems are one clear line."""
+        if not args.export:
+            return
+        from .comparison import Comparison
+        from .export import ExportError
+        from .profile import Profile
+
+        targets: list[tuple[Any, Path]] = []
+        path = Path(args.export).expanduser()
+        report: Path | None = None  # a Comparison's own report (both sides and the diff)
+        if isinstance(result, Profile):
+            targets.append((result, path))
+        elif isinstance(result, Comparison) and not path.is_dir() and path.name.lower().endswith(".html"):
+            report = path
+        elif isinstance(result, Comparison):
+            report = path / "comparison.html" if path.is_dir() else None
+            for label, p in (("eager", result.eager), ("compiled", result.compiled)):
+                if p is None:
+                    continue
+                if path.is_dir():
+                    sub = path / label
+                    sub.mkdir(exist_ok=True)
+                    targets.append((p, sub))
+                else:
+                    name = path.name
+                    stem, dot, rest = name.partition(".")
+                    targets.append((p, path.with_name(f"{stem}.{label}{dot}{rest}")))
+        else:
+            raise UsageError(
+                "--export works for one profile (or --compare); export ranks one by one: ranks[0].export(...)"
+            )
+        try:
+            if report is not None:
+                from .export import plan
+
+                plan(report, force=args.force)  # refuse before writing anything
+            for profile, target in targets:
+                done = profile.export(target, force=args.force, table=args.export_table)
+                if not args.quiet:
+                    print(str(done))
+            if report is not None:
+                from .views.report import write_report
+
+                done = write_report(result, report, force=args.force)
+                if not args.quiet:
+                    print(str(done))
+        except ExportError as exc:
+            raise UsageError(f"export: {exc}") from None
 
     def _publish(self, result: Any, args: argparse.Namespace) -> None:
         self.shell.user_ns["_torchprof"] = result
@@ -364,6 +697,23 @@ def _split_value(text: str) -> tuple[str | None, str, str]:
     return token, "", text[m.end() :]
 
 
+class _Relabel:
+    """Progress sink that renames phases (the compiled run's warm-up is compiling)."""
+
+    def __init__(self, progress: Any, names: dict[str, str]) -> None:
+        self.progress = progress
+        self.names = names
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        self.progress.update(self.names.get(phase, phase), done, total)
+
+
+def _nullcontext() -> Any:
+    from contextlib import nullcontext
+
+    return nullcontext()
+
+
 def _in_notebook(shell: Any) -> bool:
     return type(shell).__name__ == "ZMQInteractiveShell"
 
@@ -387,18 +737,20 @@ def _timing_line(result: Any, profile: Any) -> str:
     return "torchprof: " + " · ".join(parts)
 
 
-def _run_info(profile: Any, shell: Any) -> dict[str, Any]:
+def _run_info(profile: Any, shell: Any, kind: str = "capture") -> dict[str, Any]:
     from .store import TRACE_NAME
 
     s = profile.summary
     cap = profile.capture
     ops = profile.ops
     sort_col = "self_device_us" if s["device_traced"] else "self_cpu_us"
-    top = ops.sort_values(sort_col, ascending=False).head(5)
+    # The step ranges themselves are not an op anyone can speed up.
+    candidates = ops[~ops["name"].isin(["ProfilerStep*"])]
+    top = candidates.sort_values(sort_col, ascending=False).head(5)
     notebook = shell.user_ns.get("__session__") or shell.user_ns.get("__vsc_ipynb_file__")
     return {
         "name": profile.name,
-        "kind": "capture",
+        "kind": kind,
         "created": cap.started if cap else time.time(),
         "cell": cap.cell if cap else "",
         "notebook": str(notebook) if notebook else None,
@@ -434,10 +786,12 @@ class _CellRunner:
     The value of a trailing expression is kept in ``value``.
     """
 
-    def __init__(self, shell: Any, code: str) -> None:
+    def __init__(self, shell: Any, code: str, show_output: bool = True) -> None:
         self.shell = shell
         self.value: Any = None
         self.calls = 0
+        self.show_output = show_output
+        self.first_call_s: float | None = None
         transformed = shell.transform_cell(code)
         filename = shell.compile.cache(transformed, shell.execution_count, raw_code=code)
         try:
@@ -451,6 +805,9 @@ class _CellRunner:
             )
         if not tree.body:
             raise UsageError("nothing to profile: the cell has no statements (only comments or blank lines)")
+        # Kept for --compare, which builds a function out of the same cell.
+        self.tree = copy.deepcopy(tree)
+        self.filename = filename
         last: ast.expr | None = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = tree.body.pop().value
@@ -468,10 +825,16 @@ class _CellRunner:
     def __call__(self) -> None:
         __tracebackhide__ = True  # noqa: F841
         self.calls += 1
-        if self.calls == 1:
+        t0 = time.perf_counter()
+        if self.calls == 1 and self.show_output:
             self.value = self._once()
-            return
-        from IPython.utils.capture import capture_output
+        else:
+            from IPython.utils.capture import capture_output
 
-        with capture_output(stdout=True, stderr=True, display=True):
-            self._once()
+            with capture_output(stdout=True, stderr=True, display=True):
+                value = self._once()
+            if self.calls == 1:
+                self.value = value
+        if self.calls == 1:
+            # With --compile-names the first call includes compilation.
+            self.first_call_s = time.perf_counter() - t0

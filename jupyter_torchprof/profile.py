@@ -25,6 +25,7 @@ from .trace import categories as K
 from .trace.parser import TraceData, TraceMeta, parse_trace
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .export import ExportResult
     from .profile_diff import ProfileDiff
 
 
@@ -246,6 +247,20 @@ class Profile:
         return sel.reset_index(drop=True)
 
     @cached_property
+    def launches(self) -> pd.DataFrame:
+        """One row per kernel/copy/memset: its launch, launching op and launch delay.
+
+        See `analysis.links.launch_table`; ``row``, ``launch_row`` and
+        ``op_row`` are positions in `events`.
+        """
+        return links_mod.launch_table(self._data.events, self._links)
+
+    @cached_property
+    def launch_summary(self) -> pd.DataFrame:
+        """Launch overhead per runtime call and over all (see `analysis.links.launch_summary`)."""
+        return links_mod.launch_summary(self.launches)
+
+    @cached_property
     def summary(self) -> dict[str, Any]:
         """Headline numbers: device, steps, wall/CPU/device time per step."""
         out = steps_mod.summarize(self.meta, self._data.events, self.steps)
@@ -261,6 +276,30 @@ class Profile:
             out["error"] = self.error
         out["notes"] = list(self.notes)
         return out
+
+    @cached_property
+    def findings(self) -> pd.DataFrame:
+        """What an expert would point at in this trace (see `analysis.findings`).
+
+        Columns ``severity`` (high, medium, info, not checked), ``title``,
+        ``detail``, ``evidence`` (dict), ``rule``, ``impact_us`` (time per
+        step at stake), ``event_rows`` (positions in `events`), ``ops`` and
+        ``kernels`` (names in the op and kernel tables); most severe first.
+        """
+        from .analysis.findings import find, inputs_from_profile
+
+        return find(inputs_from_profile(self))
+
+    def export(self, path: str | Path, force: bool = False, table: str = "ops") -> ExportResult:
+        """Write the trace, a table, the text tables or a standalone HTML report.
+
+        The format comes from the suffix of ``path`` (``.json``, ``.json.gz``,
+        ``.csv``, ``.parquet``, ``.html``, ``.txt``); a folder gets all of
+        them. Existing files are kept unless ``force``. See `export.export`.
+        """
+        from .export import export
+
+        return export(self, path, force=force, table=table)
 
     def diff(self, other: Profile, labels: tuple[str, str] | None = None) -> ProfileDiff:
         """Compare this profile (baseline) with ``other``, per op, per kernel, per step."""
@@ -279,7 +318,13 @@ class Profile:
             table = table.sort_values(col, ascending=False, kind="stable")
         return table
 
-    def table(self, sort: str | None = None, row_limit: int | None = None, kernels: bool = True) -> str:
+    def table(
+        self,
+        sort: str | None = None,
+        row_limit: int | None = None,
+        kernels: bool = True,
+        findings: bool = True,
+    ) -> str:
         """The op table (and kernel table) as text, like ``key_averages().table()``.
 
         Parameters
@@ -291,7 +336,10 @@ class Profile:
             Rows to show (0 or None for the profile's default, -1 for all).
         kernels
             Append the kernel table when the device was traced.
+        findings
+            Start with the findings (see `findings`), one line each.
         """
+        from .views.findings import findings_text
         from .views.text import kernel_table_text, op_table_text, summary_line
 
         limit = self.row_limit if row_limit is None or row_limit == 0 else row_limit
@@ -300,6 +348,8 @@ class Profile:
         if self.error:
             parts.append(f"! {self.error}")
         parts += [f"note: {n}" for n in self.notes]
+        if findings and (text := findings_text(self.findings)):
+            parts.append(text)
         parts.append(op_table_text(self._sorted_ops(sort), device, None if limit < 0 else limit))
         if kernels and device and not self.kernels.empty:
             parts.append(kernel_table_text(self.kernels, None if limit < 0 else min(limit, 10)))
@@ -310,14 +360,36 @@ class Profile:
         return f"<Profile {self.name!r}: {s['device']}, {s['steps']} steps, {s['events']} events>"
 
     def _repr_html_static(self) -> str:
+        from .views.findings import findings_html, insert_findings
         from .views.html import profile_html
 
-        return profile_html(
+        page = profile_html(
             self.summary, self._sorted_ops(), self.kernels, self.notes, self.error, self.row_limit
         )
+        return insert_findings(page, findings_html(self.findings))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/plain": self.table(), "text/html": self._repr_html_static()}
+        bundle = {"text/plain": self.table(), "text/html": self._repr_html_static()}
+        # The interactive view joins the static outputs (never replaces them)
+        # where a widget frontend can show it; see views.widget.
+        from .views.interactive import interactive_bundle
+
+        bundle.update(interactive_bundle(self, include, exclude))
+        return bundle
+
+    def view(self, max_glyphs: int = 100_000) -> Any:
+        """The interactive view (ipywidgets + bokeh): tables, timeline, memory.
+
+        Display it in a notebook cell; ``%%torchprof`` shows it by itself.
+
+        Parameters
+        ----------
+        max_glyphs
+            Most timeline glyphs sent to the browser for any window.
+        """
+        from .views.widget import ProfileView
+
+        return ProfileView(self, max_glyphs=max_glyphs)
 
 
 _SORT_ALIASES = {

@@ -11,6 +11,5 @@ scripts/setup.sh --no-browser
 if [ "${1:-}" = "--lab" ]; then
   exec jupyter lab examples/quickstart.ipynb
 fi
-jupyter nbconvert --to html --execute --ExecutePreprocessor.timeout=900 \
-  --output-dir . --output quickstart examples/quickstart.ipynb
+scripts/render_example.sh examples/quickstart.ipynb . quickstart
 echo "wrote $(pwd)/quickstart.html"

@@ -33,3 +33,56 @@ def test_example_notebook_executes(notebook, tmp_path, monkeypatch):
         if "text/html" in o.get("data", {})
     ]
     assert html, "the %%torchprof cell showed no HTML output"
+
+
+def test_demo_report_is_offline_and_static(tmp_path, monkeypatch):
+    """What scripts/demo.sh produces: the example as HTML, with our tables and no outside URL."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("TORCHPROF_RUN_DIR", str(tmp_path / "runs"))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    subprocess.run(
+        [
+            str(root / "scripts" / "render_example.sh"),
+            str(EXAMPLES / "quickstart.ipynb"),
+            str(tmp_path),
+            "demo",
+        ],
+        check=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+    )
+    page = (tmp_path / "demo.html").read_text()
+    assert "jp-TorchProf-static" in page and "aten::addmm" in page
+    loaded = re.findall(r"""(?:src|href)\s*=\s*["'](https?://[^"']+)""", page)
+    assert not loaded, loaded
+    # nbconvert's template still names a Mermaid URL, imported only when the page
+    # holds a Mermaid diagram: open the page with the network cut and check
+    # that nothing tries to leave the machine.
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return
+    from playwright.sync_api import sync_playwright
+
+    outside: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        pg = browser.new_page()
+        pg.route(
+            "**/*",
+            lambda r: (
+                (outside.append(r.request.url), r.abort())
+                if not r.request.url.startswith(("file:", "data:"))
+                else r.continue_()
+            ),
+        )
+        pg.goto((tmp_path / "demo.html").as_uri())
+        pg.wait_for_load_state("networkidle")
+        assert "aten::addmm" in pg.inner_text("body")
+        browser.close()
+    assert not outside, outside

@@ -258,3 +258,11 @@ def test_memory_and_modules_options(shell):
     names = set(p.ops["name"])
     assert "nn.Module: model.0 (Linear)" in names
     assert p.ops.set_index("name").loc["aten::addmm", "self_cpu_mem_bytes"] > 0
+
+
+def test_quoted_name_with_spaces_and_markup(shell):
+    run(shell, SETUP)
+    run(shell, '%%torchprof --steps 1 --name "train step <b>&1"\nmodel(x)')
+    p = shell.user_ns["_torchprof"]
+    assert p.name == "train step <b>&1"
+    assert "train step &lt;b&gt;&amp;1" in p._repr_mimebundle_()["text/html"]
