@@ -189,3 +189,15 @@ def test_real_two_rank_job_shows_the_straggler(gloo_job):
     assert bool(table.loc[1, "straggler"])
     assert not bool(table.loc[0, "straggler"])
     assert "straggler" in ranks.text()
+
+
+@pytest.mark.slow
+def test_work_straggler_is_a_finding(gloo_job):
+    """The finding follows the work straggler even when step times are equal."""
+    ranks = load(str(gloo_job))
+    rows = ranks.straggler_findings
+    assert list(rows["evidence"].map(lambda e: e["rank"])) == [1]
+    ev = rows["evidence"].iloc[0]
+    table = ranks.table.set_index("rank")
+    assert ev["work_per_step_us"] == pytest.approx(table.loc[1, "work_per_step_us"])
+    assert ev["work_vs_median"] > 1.1

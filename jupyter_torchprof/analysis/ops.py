@@ -31,14 +31,16 @@ STEP_ROW = "ProfilerStep*"
 GROUPINGS = ("name", "shape", "stack", "module")
 
 
-def _merge_step_names(names: pd.Series) -> np.ndarray:
-    """Names as an object array with every ``ProfilerStep#k`` renamed ``ProfilerStep*``.
+def _step_merged_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer name codes with every ``ProfilerStep#k`` merged into ``ProfilerStep*``.
 
-    The renaming works on the distinct names (categories), not on each row.
+    Returns (code per row, name per code). The renaming looks at the distinct
+    names (categories) only, never at each row.
     """
     cats = names.cat.categories.to_numpy(object)
-    renamed = np.array([STEP_ROW if STEP_PATTERN.match(c) else c for c in cats] + [None], dtype=object)
-    return renamed[names.cat.codes.to_numpy()]
+    renamed = [STEP_ROW if STEP_PATTERN.match(c) else c for c in cats]
+    new_codes, uniques = pd.factorize(np.array(renamed + [""], dtype=object))
+    return new_codes[names.cat.codes.to_numpy()], np.asarray(uniques, dtype=object)
 
 
 def event_costs(
@@ -121,24 +123,26 @@ def op_table(
     if group_by not in GROUPINGS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
     kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
-    mask = np.isin(events["kind"].to_numpy(), kinds)
+    mask = K.kind_mask(events, kinds)
     ev = events.loc[mask]
     co = costs.loc[mask]
 
+    # Group on integer codes, not on strings: a million Python name strings
+    # would cost more than the aggregation itself. Names come back per group.
+    name_code, names = _step_merged_codes(ev["name"])
     frame = pd.DataFrame(
-        {
-            "name": _merge_step_names(ev["name"]),
-            "kind": ev["kind"].cat.categories.to_numpy(object)[ev["kind"].cat.codes.to_numpy()],
-            "dur": ev["dur"].to_numpy(),
-        }
+        {"name": name_code, "kind": ev["kind"].cat.codes.to_numpy(), "dur": ev["dur"].to_numpy()}
     )
     for col in co.columns:
         frame[col] = co[col].to_numpy()
     keys = ["name"]
+    labels: dict[str, np.ndarray] = {"name": names}
     extra = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(group_by)
     if extra is not None:
         label = {"input_dims": "input_shapes"}.get(extra, extra)
-        frame[label] = ev[extra].astype(object).fillna("").to_numpy()
+        col = ev[extra]
+        frame[label] = col.cat.codes.to_numpy()
+        labels[label] = np.array([*col.cat.categories.to_numpy(object), ""], dtype=object)
         keys.append(label)
     if flops:
         frame["flops"] = estimate_flops(ev)
@@ -156,7 +160,12 @@ def op_table(
             agg[col] = (col, "sum")
     if flops:
         agg["flops"] = ("flops", "sum")
-    table = frame.groupby(keys, sort=False, observed=True, dropna=False).agg(**agg).reset_index()
+    table = frame.groupby(keys, sort=False).agg(**agg).reset_index()
+    for key, values in labels.items():
+        # code -1 (missing) picks the trailing "" of each label array
+        table[key] = values[table[key].to_numpy()]
+    kind_names = np.array(list(ev["kind"].cat.categories), dtype=object)
+    table["kind"] = kind_names[table["kind"].to_numpy()]
 
     self_cpu_sum = table["self_cpu_us"].sum()
     self_dev_sum = table["self_device_us"].sum()

@@ -45,16 +45,26 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
     for d in sorted(set(dev[is_comm].tolist())):
         comm = kern[is_comm & (dev == d)]
         compute = kern[~is_comm & (dev == d)]
+        # Sorted by start once, so each step window only touches the kernels
+        # near it (a trace of many steps would otherwise cost steps x kernels).
+        comm = comm[np.argsort(inp.ts[comm], kind="stable")]
+        compute = compute[np.argsort(inp.ts[compute], kind="stable")]
+        c_ts, c_end = inp.ts[comm], inp.end[comm]
+        k_ts, k_end = inp.ts[compute], inp.end[compute]
+        c_reach = float((c_end - c_ts).max(initial=0.0))
+        k_reach = float((k_end - k_ts).max(initial=0.0))
         comm_total = exposed = 0.0
         exposed_per_kernel = np.zeros(len(comm))
         for lo, hi in inp.windows:
-            cs = np.clip(inp.ts[comm], lo, hi)
-            ce = np.clip(inp.end[comm], lo, hi)
+            ci = slice(np.searchsorted(c_ts, lo - c_reach), np.searchsorted(c_ts, hi))
+            ki = slice(np.searchsorted(k_ts, lo - k_reach), np.searchsorted(k_ts, hi))
+            cs = np.clip(c_ts[ci], lo, hi)
+            ce = np.clip(c_end[ci], lo, hi)
             bs, be = merge(cs, ce)
-            ks, ke = merge(np.clip(inp.ts[compute], lo, hi), np.clip(inp.end[compute], lo, hi))
+            ks, ke = merge(np.clip(k_ts[ki], lo, hi), np.clip(k_end[ki], lo, hi))
             comm_total += float((be - bs).sum())
             exposed += float((be - bs).sum() - overlap_with(ks, ke, bs, be).sum())
-            exposed_per_kernel += (ce - cs) - overlap_with(ks, ke, cs, ce)
+            exposed_per_kernel[ci] += (ce - cs) - overlap_with(ks, ke, cs, ce)
         per = inp.n_steps
         wall = inp.wall_per_step
         exp_step = exposed / per
@@ -114,18 +124,27 @@ def find_unchecked_ranks(inp: Inputs, th: Thresholds) -> list[Finding]:
 
 
 def find_stragglers(table: pd.DataFrame, th: Thresholds) -> list[Finding]:
-    """Ranks whose step takes well longer than the median rank's.
+    """Ranks that hold the others back: a longer step, or more work per step.
 
     ``table`` is `ranks.cross_rank_table` (``rank``, ``wall_per_step_us``,
-    ``comm_per_step_us``, ``vs_median`` ...).
+    ``comm_per_step_us``, ``vs_median``, and ``work_per_step_us`` /
+    ``work_vs_median`` when known). Collectives make every rank's step about
+    as long as the slowest one's, so the straggler often shows only in its
+    *work* (step time minus communication): the others wait inside their
+    communication kernels instead.
     """
     if table.empty or len(table) < 2:
         return []
     median = float(np.median(table["wall_per_step_us"]))
+    has_work = "work_vs_median" in table.columns
+    work_median = float(np.median(table["work_per_step_us"])) if has_work else float("nan")
     out = []
     for r in table.itertuples(index=False):
         ratio = float(r.vs_median)
-        if not np.isfinite(ratio) or ratio <= th.straggler_ratio:
+        work_ratio = float(r.work_vs_median) if has_work else float("nan")
+        by_wall = np.isfinite(ratio) and ratio > th.straggler_ratio
+        by_work = np.isfinite(work_ratio) and work_ratio > th.straggler_ratio
+        if not (by_wall or by_work):
             continue
         others = table[table["rank"] != r.rank]
         evidence: dict[str, Any] = {
@@ -136,14 +155,30 @@ def find_stragglers(table: pd.DataFrame, th: Thresholds) -> list[Finding]:
             "comm_per_step_us": float(r.comm_per_step_us),
             "others_comm_per_step_us": float(others["comm_per_step_us"].median()),
         }
+        if has_work:
+            evidence.update(
+                work_per_step_us=float(r.work_per_step_us),
+                median_work_per_step_us=work_median,
+                work_vs_median=work_ratio,
+            )
+        worst = max(ratio if by_wall else 0.0, work_ratio if by_work else 0.0)
+        if by_wall:
+            title = (
+                f"Rank {r.rank} is a straggler: {fmt_time(r.wall_per_step_us)}/step, "
+                f"{ratio:.2f}× the median rank ({fmt_time(median)})"
+            )
+            impact = float(r.wall_per_step_us) - median
+        else:
+            title = (
+                f"Rank {r.rank} is a straggler: {fmt_time(r.work_per_step_us)} of work per step, "
+                f"{work_ratio:.2f}× the median rank ({fmt_time(work_median)}); the others wait for it"
+            )
+            impact = float(r.work_per_step_us) - work_median
         out.append(
             Finding(
                 rule="stragglers",
-                severity=HIGH if ratio >= th.straggler_high_ratio else MEDIUM,
-                title=(
-                    f"Rank {r.rank} is a straggler: {fmt_time(r.wall_per_step_us)}/step, "
-                    f"{ratio:.2f}× the median rank ({fmt_time(median)})"
-                ),
+                severity=HIGH if worst >= th.straggler_high_ratio else MEDIUM,
+                title=title,
                 detail=(
                     "Every collective waits for the slowest rank, so the others idle inside their "
                     "communication kernels for the difference. Compare this rank's tables with a "
@@ -152,7 +187,7 @@ def find_stragglers(table: pd.DataFrame, th: Thresholds) -> list[Finding]:
                     "(logging, checkpointing)."
                 ),
                 evidence=evidence,
-                impact_us=float(r.wall_per_step_us) - median,
+                impact_us=impact,
             )
         )
     return out

@@ -50,13 +50,19 @@ def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
 def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
     """Idle stretches of ``rows``' lane in every step, largest first."""
     parts: dict[str, list[Any]] = {"start": [], "end": [], "before": [], "after": [], "step": []}
+    # Sorted by start once: each step window then looks only at the rows that
+    # can reach into it, not at the whole lane (steps x rows otherwise).
+    rows = rows[np.argsort(inp.ts[rows], kind="stable")]
     s, e = inp.ts[rows], inp.end[rows]
+    reach = float((e - s).max(initial=0.0))
     for k, (lo, hi) in enumerate(inp.windows):
-        gs, ge, b, a = idle_segments(s, e, lo, hi)
+        first = int(np.searchsorted(s, lo - reach))
+        last = int(np.searchsorted(s, hi))
+        gs, ge, b, a = idle_segments(s[first:last], e[first:last], lo, hi)
         parts["start"] += gs.tolist()
         parts["end"] += ge.tolist()
-        parts["before"] += [int(rows[x]) if x >= 0 else -1 for x in b.tolist()]
-        parts["after"] += [int(rows[x]) if x >= 0 else -1 for x in a.tolist()]
+        parts["before"] += [int(rows[first + x]) if x >= 0 else -1 for x in b.tolist()]
+        parts["after"] += [int(rows[first + x]) if x >= 0 else -1 for x in a.tolist()]
         parts["step"] += [k] * len(gs)
     out = {k: np.array(v) for k, v in parts.items()}
     order = np.argsort(-(out["end"] - out["start"]), kind="stable") if len(out["start"]) else []
