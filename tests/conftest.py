@@ -20,3 +20,26 @@ def shell(tmp_path, monkeypatch):
 
     wait_for_compression()
     InteractiveShell.clear_instance()
+
+
+def _accelerator() -> str | None:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return None
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None and acc.is_available():
+        dev = acc.current_accelerator()
+        return dev.type if dev is not None else None
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` run only where an accelerator torch.profiler can trace is present."""
+    if any("gpu" in item.keywords for item in items):
+        kind = _accelerator()
+        if kind in (None, "mps"):
+            skip = pytest.mark.skip(reason="needs a CUDA/ROCm/XPU device; none in this process")
+            for item in items:
+                if "gpu" in item.keywords:
+                    item.add_marker(skip)
