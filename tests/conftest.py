@@ -35,7 +35,9 @@ def _accelerator() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` run only where an accelerator torch.profiler can trace is present."""
+    """Browser tests last (slowest, and they own an event loop while they run);
+    tests marked ``gpu`` only where an accelerator torch.profiler can trace is present."""
+    items.sort(key=lambda item: "/browser/" in str(item.fspath).replace("\\", "/"))
     if any("gpu" in item.keywords for item in items):
         kind = _accelerator()
         if kind in (None, "mps"):

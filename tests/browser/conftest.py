@@ -26,7 +26,10 @@ def lab(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: a live sync_playwright() keeps its event loop
+# current, and every asyncio user after it (nbclient, pytest-jupyter) would
+# find "a running event loop" until the session ends.
+@pytest.fixture(scope="module")
 def browser():
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (scripts/setup.sh installs it)")
