@@ -180,3 +180,25 @@ def test_comparison_view_builds_with_diff_table(shell):
     view.toggle.value = "eager"
     assert view.body.children[0].profile is c.eager
     view.close()
+
+
+def test_leaving_ipython_after_a_compare_prints_no_dynamo_noise(tmp_path):
+    """At exit IPython empties the namespace Dynamo left helper globals in; no 'Exception ignored'."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "session.py"
+    script.write_text(
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_torchprof')\n"
+        f"ip.run_cell({SETUP!r})\n"
+        "ip.run_cell_magic('torchprof', '--compare --backend aot_eager --quiet --steps 1', 'y = m(x)')\n"
+        "print(type(ip.user_ns['_torchprof']).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("Comparison")
+    assert "Exception ignored" not in done.stderr, done.stderr

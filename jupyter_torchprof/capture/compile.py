@@ -20,7 +20,9 @@ breaks are and why.
 from __future__ import annotations
 
 import ast
+import atexit
 import logging
+import sys
 import re
 import time
 import traceback
@@ -36,6 +38,35 @@ from ..analysis.names import describe_kernel
 #: Placeholder for a name the cell assigns but the notebook does not have yet.
 UNSET = type("Unset", (), {"__repr__": lambda self: "<unset>"})()
 _FUNCTION_NAME = "__torchprof_compiled_cell__"
+
+
+def _reset_dynamo() -> None:
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        try:
+            dynamo.reset()
+        except Exception:  # noqa: BLE001 - the interpreter is exiting; nothing to report to
+            pass
+
+
+_exit_hook: list[Callable[[], None]] = []
+
+
+def reset_dynamo_before_ipython_exits() -> None:
+    """Clear Dynamo's caches at exit, before IPython empties the notebook namespace.
+
+    Dynamo stores helper globals (``__builtins_dict___0``) in the namespace of
+    every function it compiles, with a hook that deletes them when the compiled
+    code dies. A cell's namespace is IPython's ``user_ns``, which IPython clears
+    at exit first, so the hook later fails with an "Exception ignored ...
+    KeyError" on the way out (plain ``torch.compile`` in IPython does the same,
+    torch 2.13). atexit runs hooks last-registered first, so registering here,
+    after IPython registered its own, lets Dynamo clean up while the names are
+    still there.
+    """
+    if not _exit_hook:
+        _exit_hook.append(_reset_dynamo)
+        atexit.register(_reset_dynamo)
 
 
 @dataclass
@@ -261,6 +292,7 @@ class CompiledCell:
 
         self.namespace = namespace
         fn, self.names = cell_function(tree, filename, namespace)
+        reset_dynamo_before_ipython_exits()
         self.compiled = torch.compile(fn, **settings.kwargs())
         self.calls = 0
         self.first_call_s: float | None = None
@@ -293,6 +325,7 @@ def compiled_names(namespace: dict[str, Any], settings: CompileSettings) -> Iter
     if missing:
         raise KeyError(f"--compile-names: {', '.join(missing)} not defined in the notebook")
     originals = {n: namespace[n] for n in settings.names}
+    reset_dynamo_before_ipython_exits()
     compiled = {n: torch.compile(obj, **settings.kwargs()) for n, obj in originals.items()}
     namespace.update(compiled)
     try:
