@@ -22,8 +22,8 @@ from __future__ import annotations
 import ast
 import atexit
 import logging
-import sys
 import re
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
