@@ -58,7 +58,9 @@ def test_device_times_match_key_averages(tmp_path):
     from torch.profiler import ProfilerActivity, profile, record_function
 
     dev = torch.accelerator.current_accelerator()
-    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).to(dev)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).to(
+        dev
+    )
     x = torch.randn(128, 512, device=dev)
     model(x).sum().backward()
     torch.accelerator.synchronize()
@@ -75,12 +77,16 @@ def test_device_times_match_key_averages(tmp_path):
     for e in prof.key_averages():
         assert ours.loc[e.key, "calls"] == e.count
         if e.self_device_time_total >= 0.01 * total:
-            assert ours.loc[e.key, "self_device_us"] == pytest.approx(e.self_device_time_total, rel=0.01, abs=2)
+            assert ours.loc[e.key, "self_device_us"] == pytest.approx(
+                e.self_device_time_total, rel=0.01, abs=2
+            )
 
 
 def test_compare_generates_triton_kernels(shell):
     shell.run_cell(SETUP)
-    res = shell.run_cell("%%torchprof --compare --steps 2\nh = torch.nn.functional.gelu(x) * 2 + 1\ny = h.sum()")
+    res = shell.run_cell(
+        "%%torchprof --compare --steps 2\nh = torch.nn.functional.gelu(x) * 2 + 1\ny = h.sum()"
+    )
     assert res.error_in_exec is None
     c = shell.user_ns["_torchprof"]
     kernels = c.compile_stats.kernels
