@@ -63,6 +63,24 @@ def test_compare_gives_eager_compiled_and_diff(shell, capsys):
     assert row["self_cpu_us_a"] == pytest.approx(eager_addmm["self_cpu_us"] / 2)
     text = c.text()
     assert "eager" in text and "compiled" in text and "torch.compile" in text
+    # Dynamo's helper globals (compiled graphs, resume functions) stay out of the notebook
+    dynamo_names = [
+        n for n in shell.user_ns if n.startswith(("__compiled_fn", "__resume", "__builtins_dict"))
+    ]
+    assert dynamo_names == []
+
+
+def test_compared_cell_that_defines_a_function_keeps_it_live(shell):
+    """A function the cell defines lands in the notebook and reads the notebook's globals."""
+    shell.run_cell(SETUP + "scale = 2.0\n")
+    res = shell.run_cell(
+        "%%torchprof --compare --backend aot_eager --steps 1 --quiet\n"
+        "def head(t):\n    return scale * m(t)\nh = head(x)"
+    )
+    assert res.error_in_exec is None
+    assert torch.allclose(shell.user_ns["h"], 2.0 * shell.user_ns["m"](shell.user_ns["x"]))
+    shell.run_cell("scale = 3.0\nh3 = head(x)")
+    assert torch.allclose(shell.user_ns["h3"], 3.0 * shell.user_ns["m"](shell.user_ns["x"]))
 
 
 def test_graph_breaks_are_reported_with_their_line(shell):
@@ -193,7 +211,9 @@ def test_leaving_ipython_after_a_compare_prints_no_dynamo_noise(tmp_path):
         "ip = start_ipython()\n"
         "ip.run_line_magic('load_ext', 'jupyter_torchprof')\n"
         f"ip.run_cell({SETUP!r})\n"
-        "ip.run_cell_magic('torchprof', '--compare --backend aot_eager --quiet --steps 1', 'y = m(x)')\n"
+        # a graph break (the print) makes Dynamo install resume functions too
+        "ip.run_cell_magic('torchprof', '--compare --backend aot_eager --quiet --steps 1',"
+        " 'y = m(x)\\nprint(1)\\nz = y.sum()')\n"
         "print(type(ip.user_ns['_torchprof']).__name__)\n"
     )
     done = subprocess.run(

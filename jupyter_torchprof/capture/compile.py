@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import builtins
 import logging
 import re
 import sys
@@ -263,10 +264,34 @@ def cell_function(
     module = ast.Module(body=[fn], type_ignores=[])
     ast.fix_missing_locations(module)
     scope: dict[str, Any] = {}
-    # The function's globals are the notebook namespace: it reads the user's
-    # variables like the cell would.
-    exec(compile(module, filename, "exec"), namespace, scope)
+    exec(compile(module, filename, "exec"), _function_globals(tree, namespace), scope)
     return scope[_FUNCTION_NAME], names
+
+
+def _function_globals(tree: ast.Module, namespace: dict[str, Any]) -> dict[str, Any]:
+    """The globals the cell's function runs with.
+
+    Dynamo writes helpers (``__compiled_fn_1_...``, ``__resume_at_...``,
+    ``__builtins_dict___0``) into the globals of the function it compiles and
+    deletes them again through weak-reference hooks. In the notebook namespace
+    they would clutter ``dir()`` and, when IPython empties that namespace at
+    exit, the hooks fail ("Exception ignored ... KeyError"). So the function
+    gets its own dict holding the notebook objects the cell reads: the same
+    objects, so reading them and mutating them behave as in the cell.
+
+    A cell that defines functions, classes or lambdas, or declares names
+    ``global``, keeps the notebook namespace itself: what it defines lands in
+    the notebook and must see the notebook's later changes, not a copy.
+    """
+    nodes = list(ast.walk(tree))
+    defines = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Global, ast.Nonlocal)
+    if any(isinstance(node, defines) for node in nodes):
+        return namespace
+    reads = {node.id for node in nodes if isinstance(node, ast.Name)}
+    own = {name: namespace[name] for name in reads if name in namespace}
+    own["__builtins__"] = namespace.get("__builtins__", builtins)
+    own["__name__"] = namespace.get("__name__", "__main__")
+    return own
 
 
 class CompiledCell:
