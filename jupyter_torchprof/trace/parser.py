@@ -159,9 +159,9 @@ class TraceData:
 # --------------------------------------------------------------------------- #
 # column helpers
 #
-# Values are pulled out of the structs with list comprehensions (the
-# interpreter specialises their attribute loads) and turned into arrays with
-# ``np.fromiter``, which succeeds whenever every value has the expected type
+# Values are pulled out of the structs by ``map(attrgetter(...))`` straight
+# into ``np.fromiter`` (no list in between: about twice as fast as a list
+# comprehension), which succeeds whenever every value has the expected type
 # (always, for pieces that decoded with the typed schema); the slow path
 # coerces whatever a loose decode produced.
 
@@ -200,19 +200,28 @@ def _floats_of(values: list[Any]) -> np.ndarray:
         return _floats(values)
 
 
-def _ints_of(values: list[Any]) -> np.ndarray:
-    """Python ints → int64 array (fast); anything else is coerced (-1 when not a number)."""
+def _floats_at(objs: Sequence[Any], attr: str) -> np.ndarray:
+    """``_floats_of`` of one attribute of every object (read in C, no list in between)."""
     try:
-        return np.fromiter(values, np.int64, count=len(values))
+        return np.fromiter(map(attrgetter(attr), objs), np.float64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
-        return _ints(values)
+        return _floats(list(map(attrgetter(attr), objs)))
 
 
-def _ids(values: list[Any]) -> np.ndarray:
+def _ints_at(objs: Sequence[Any], attr: str) -> np.ndarray:
+    """One attribute of every object → int64 array; anything not an int is coerced (-1 when not a number)."""
+    try:
+        return np.fromiter(map(attrgetter(attr), objs), np.int64, count=len(objs))
+    except (TypeError, ValueError, OverflowError):
+        return _ints(list(map(attrgetter(attr), objs)))
+
+
+def _ids_at(objs: Sequence[Any], attr: str) -> np.ndarray:
     """pid/tid columns: ints normally, but Kineto also writes strings."""
     try:
-        return np.fromiter(values, np.int64, count=len(values))
+        return np.fromiter(map(attrgetter(attr), objs), np.int64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
+        values = list(map(attrgetter(attr), objs))
         out = _ints(values)
         # Strings that are not numbers (lane names) get stable negative ids.
         for i, v in enumerate(values):
@@ -437,11 +446,11 @@ class _Builder:
                     flows = _take(flows, np.flatnonzero(keep))
                 self._append(
                     self.flows,
-                    id=_ints_of([e.id for e in flows]),
+                    id=_ints_at(flows, "id"),
                     is_start=phase[flow_pos[keep]] == _PHASE_CODE["s"],
-                    pid=_ids([e.pid for e in flows]),
-                    tid=_ids([e.tid for e in flows]),
-                    ts=_floats_of([e.ts for e in flows]),
+                    pid=_ids_at(flows, "pid"),
+                    tid=_ids_at(flows, "tid"),
+                    ts=_floats_at(flows, "ts"),
                 )
         x_pos = np.flatnonzero(phase == _PHASE_CODE["X"])
         if len(x_pos):
@@ -460,14 +469,14 @@ class _Builder:
         args = [NO_LOOSE_ARGS if e.args is None else e.args for e in inst]
         self._append(
             self.memory,
-            ts=_floats_of([e.ts for e in inst]),
-            pid=_ids([e.pid for e in inst]),
-            tid=_ids([e.tid for e in inst]),
-            bytes=_floats_of([a.mem_bytes for a in args]),
-            total_allocated=_floats_of([a.total_allocated for a in args]),
-            total_reserved=_floats_of([a.total_reserved for a in args]),
-            device_type=_ints_of([a.device_type for a in args]),
-            device_id=_ints_of([a.device_id for a in args]),
+            ts=_floats_at(inst, "ts"),
+            pid=_ids_at(inst, "pid"),
+            tid=_ids_at(inst, "tid"),
+            bytes=_floats_at(args, "mem_bytes"),
+            total_allocated=_floats_at(args, "total_allocated"),
+            total_reserved=_floats_at(args, "total_reserved"),
+            device_type=_ints_at(args, "device_type"),
+            device_id=_ints_at(args, "device_id"),
         )
 
     def _digest_x(self, xs: Sequence[Any], cat: np.ndarray, loose: bool) -> None:
@@ -480,18 +489,18 @@ class _Builder:
         else:
             names = [e.name for e in xs]
             args = [e.args for e in xs]
-            dur = _floats_of([e.dur for e in xs])
-        pid = _ids([e.pid for e in xs])
-        tid = _ids([e.tid for e in xs])
+            dur = _floats_at(xs, "dur")
+        pid = _ids_at(xs, "pid")
+        tid = _ids_at(xs, "tid")
         out: dict[str, np.ndarray] = {
             "name": self.names.codes(names),
             "cat": cat,
             "kind": kind,
             "pid": pid,
             "tid": tid,
-            "ts": _floats_of([e.ts for e in xs]),
+            "ts": _floats_at(xs, "ts"),
             "dur": dur,
-            "external_id": _ints_of([a.external_id for a in args]),
+            "external_id": _ints_at(args, "external_id"),
         }
         del names
 
@@ -499,22 +508,20 @@ class _Builder:
         # never carry them); correlation ids also from runtime calls.
         dev = np.flatnonzero(np.isin(kind, _DEVICE_KIND_CODES))
         corr_rows = np.flatnonzero(np.isin(kind, _CORRELATED_KIND_CODES))
-        out["correlation"] = _scatter(
-            m, corr_rows, _ints_of([a.correlation for a in _take(args, corr_rows)]), -1
-        )
+        out["correlation"] = _scatter(m, corr_rows, _ints_at(_take(args, corr_rows), "correlation"), -1)
         dargs = _take(args, dev)
-        device = _ints_of([a.device for a in dargs])
-        stream = _ints_of([a.stream for a in dargs])
+        device = _ints_at(dargs, "device")
+        stream = _ints_at(dargs, "stream")
         # Kineto puts the device in pid and the stream in tid of device
         # events; the args are authoritative when present.
         out["device"] = _scatter(m, dev, np.where(device >= 0, device, pid[dev]), -1)
         out["stream"] = _scatter(m, dev, np.where(stream >= 0, stream, tid[dev]), -1)
-        out["bytes"] = _scatter(m, dev, _floats_of([a.bytes for a in dargs]), np.nan)
-        out["registers"] = _scatter(m, dev, _floats_of([a.registers for a in dargs]), np.nan)
-        out["shared_memory"] = _scatter(m, dev, _floats_of([a.shared_memory for a in dargs]), np.nan)
-        out["occupancy"] = _scatter(m, dev, _floats_of([a.occupancy for a in dargs]), np.nan)
-        out["blocks_per_sm"] = _scatter(m, dev, _floats_of([a.blocks_per_sm for a in dargs]), np.nan)
-        out["warps_per_sm"] = _scatter(m, dev, _floats_of([a.warps_per_sm for a in dargs]), np.nan)
+        out["bytes"] = _scatter(m, dev, _floats_at(dargs, "bytes"), np.nan)
+        out["registers"] = _scatter(m, dev, _floats_at(dargs, "registers"), np.nan)
+        out["shared_memory"] = _scatter(m, dev, _floats_at(dargs, "shared_memory"), np.nan)
+        out["occupancy"] = _scatter(m, dev, _floats_at(dargs, "occupancy"), np.nan)
+        out["blocks_per_sm"] = _scatter(m, dev, _floats_at(dargs, "blocks_per_sm"), np.nan)
+        out["warps_per_sm"] = _scatter(m, dev, _floats_at(dargs, "warps_per_sm"), np.nan)
         join = _SEP.join
         launch = None
         if _any_of(dargs, "grid", "block", raw=True):
@@ -544,8 +551,8 @@ class _Builder:
 
         py = np.flatnonzero(kind == _KIND_CODE[K.PYTHON_FUNCTION])
         pargs = _take(args, py)
-        out["python_id"] = _scatter(m, py, _ints_of([a.python_id for a in pargs]), -1)
-        out["python_parent_id"] = _scatter(m, py, _ints_of([a.python_parent_id for a in pargs]), -1)
+        out["python_id"] = _scatter(m, py, _ints_at(pargs, "python_id"), -1)
+        out["python_parent_id"] = _scatter(m, py, _ints_at(pargs, "python_parent_id"), -1)
         self._append(self.cols, **out)
 
     def _group_codes(self, m: int, idx: np.ndarray, group: str, values: list[Any] | None) -> np.ndarray:
