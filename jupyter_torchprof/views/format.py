@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 
 def fmt_time(us: float | None) -> str:
@@ -59,3 +61,23 @@ def fmt_flops(f: float | None) -> str:
 def ellipsize(text: str, width: int) -> str:
     """Cut ``text`` to ``width`` characters, marking the cut with ``…``."""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def headline_chips(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Device, steps and wall / CPU / device time per step as ``(label, value)`` pairs.
+
+    The headline of the inline view and of the HTML report; each adds its own
+    chips after these.
+    """
+    steps = int(summary.get("steps") or 0)
+    per = "/step" if steps else ""
+    chips = [
+        ("device", str(summary.get("device", "?"))),
+        ("steps", str(steps) if steps else "whole trace"),
+        ("wall", f"{fmt_time(summary.get('wall_per_step_us'))}{per}"),
+        ("CPU busy", f"{fmt_time(summary.get('cpu_busy_per_step_us'))}{per}"),
+    ]
+    if summary.get("device_traced"):
+        busy = fmt_time(summary.get("device_busy_per_step_us"))
+        chips.append(("device busy", f"{busy}{per} ({fmt_pct(summary.get('device_busy_pct'))})"))
+    return chips

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .._version import __version__
-from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time
+from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, headline_chips
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..comparison import Comparison
@@ -306,19 +306,8 @@ def _present(frame: pd.DataFrame, cols: list[Col]) -> list[Col]:
 
 def _summary_html(profile: Profile) -> str:
     s = profile.summary
-    steps = int(s.get("steps") or 0)
-    per = "/step" if steps else ""
-    chips: list[tuple[str, str]] = [("device", str(s.get("device", "?")))]
-    chips.append(("steps", str(steps) if steps else "whole trace"))
-    chips.append(("wall", f"{fmt_time(s.get('wall_per_step_us'))}{per}"))
-    chips.append(("CPU busy", f"{fmt_time(s.get('cpu_busy_per_step_us'))}{per}"))
+    chips = headline_chips(s)
     if s.get("device_traced"):
-        chips.append(
-            (
-                "device busy",
-                f"{fmt_time(s.get('device_busy_per_step_us'))}{per} ({fmt_pct(s.get('device_busy_pct'))})",
-            )
-        )
         chips.append(("kernels", fmt_count(s.get("kernels"))))
     else:
         chips.append(("device time", "not traced"))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 import numpy as np
 
-from .format import fmt_count, fmt_pct, fmt_time
+from .format import fmt_count, headline_chips
 from .memory import build_memory, has_memory
 from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
 from .timeline import Timeline
@@ -57,19 +57,7 @@ def _esc(value: Any) -> str:
 def header_html(profile: Profile) -> str:
     """Run name and headline numbers as chips."""
     s = profile.summary
-    steps = int(s.get("steps") or 0)
-    per = "/step" if steps else ""
-    chips = [("device", s.get("device", "?"))]
-    chips.append(("steps", str(steps) if steps else "whole trace"))
-    chips.append(("wall", f"{fmt_time(s.get('wall_per_step_us'))}{per}"))
-    chips.append(("CPU busy", f"{fmt_time(s.get('cpu_busy_per_step_us'))}{per}"))
-    if s.get("device_traced"):
-        chips.append(
-            (
-                "device busy",
-                f"{fmt_time(s.get('device_busy_per_step_us'))}{per} ({fmt_pct(s.get('device_busy_pct'))})",
-            )
-        )
+    chips = headline_chips(s)
     chips.append(("events", fmt_count(s.get("events"))))
     if s.get("rank") is not None and s.get("world_size"):
         chips.append(("rank", f"{s['rank']} of {s['world_size']}"))
