@@ -238,6 +238,20 @@ _GROUP_FIELD = {"shape": "input_shapes", "stack": "stack", "module": "module"}
 _GROUP_TITLE = {"shape": "Input shapes", "stack": "Stack", "module": "Module"}
 
 
+def _shown_parts(table: OpTable | KernelTable, what: str, by: str) -> list[str]:
+    """The start of a table's status line: how many rows match the filter, and the top-N cut."""
+    total = fmt_count(len(table.full))
+    if not table.pattern.strip():
+        parts = [f"{total} {what}"]
+    else:
+        parts = [f"{fmt_count(table.matched)} of {total} {what} match"]
+        if table.filter_mode == "text (invalid regex)":
+            parts.append("invalid regex, matched as text")
+    if len(table.shown) < table.matched:
+        parts.append(f"top {fmt_count(len(table.shown))} by {by}")
+    return parts
+
+
 def available_groupings(profile: Profile) -> list[str]:
     """Group-by choices the trace supports (``name`` plus what was recorded)."""
     ev = profile.events
@@ -409,15 +423,7 @@ class OpTable:
         """One line: what is shown, and exact totals over every row."""
         full = self.full
         what = "ops" if self.group_by == "name" else f"op × {self.group_by} groups"
-        parts = []
-        if self.pattern.strip():
-            parts.append(f"{fmt_count(self.matched)} of {fmt_count(len(full))} {what} match")
-            if self.filter_mode == "text (invalid regex)":
-                parts.append("invalid regex, matched as text")
-        else:
-            parts.append(f"{fmt_count(len(full))} {what}")
-        if len(self.shown) < self.matched:
-            parts.append(f"top {fmt_count(len(self.shown))} by {_METRIC_LABEL.get(self.metric, self.metric)}")
+        parts = _shown_parts(self, what, _METRIC_LABEL.get(self.metric, self.metric))
         totals = f"self CPU {fmt_time(full['self_cpu_us'].sum())}"
         if self.device:
             totals += f" · self device {fmt_time(full['self_device_us'].sum())}"
@@ -544,15 +550,7 @@ class KernelTable:
     def status(self) -> str:
         """One line: what is shown and the exact total over every kernel."""
         full = self.full
-        parts = []
-        if self.pattern.strip():
-            parts.append(f"{fmt_count(self.matched)} of {fmt_count(len(full))} kernels match")
-            if self.filter_mode == "text (invalid regex)":
-                parts.append("invalid regex, matched as text")
-        else:
-            parts.append(f"{fmt_count(len(full))} kernels")
-        if len(self.shown) < self.matched:
-            parts.append(f"top {fmt_count(len(self.shown))} by total time")
+        parts = _shown_parts(self, "kernels", "total time")
         parts.append(
             f"device time over all rows: {fmt_time(full['total_us'].sum())} in "
             f"{fmt_count(full['calls'].sum())} calls"
