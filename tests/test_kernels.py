@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracefiles import GPU_TRACES, raw_events, real_trace
+from tracefiles import GPU_TRACES, raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
 from jupyter_torchprof.analysis.tree import nest, nest_reference
@@ -31,18 +31,6 @@ STEP_TRACES = [
     "diff_pair/control.pt.trace.json.gz",
     "mi250_rocm_train.pt.trace.json.gz",
 ]
-
-
-def _union(intervals):
-    total, end = 0.0, -float("inf")
-    for s, e in sorted(intervals):
-        if s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 class Raw:
@@ -89,12 +77,12 @@ def test_stream_busy_idle_against_interval_union(name):
     for (dev, stream), iv in by_lane.items():
         row = table.loc[(dev, stream)]
         assert row["kernels"] == len(iv)
-        assert row["busy_us"] == pytest.approx(_union(iv), rel=1e-9, abs=1e-6)
-        assert row["idle_us"] == pytest.approx(hi - lo - _union(iv), rel=1e-9, abs=1e-6)
+        assert row["busy_us"] == pytest.approx(union_length(iv), rel=1e-9, abs=1e-6)
+        assert row["idle_us"] == pytest.approx(hi - lo - union_length(iv), rel=1e-9, abs=1e-6)
         assert row["window_us"] == pytest.approx(hi - lo)
-        assert row["utilization_pct"] == pytest.approx(100 * _union(iv) / (hi - lo))
+        assert row["utilization_pct"] == pytest.approx(100 * union_length(iv) / (hi - lo))
     for dev, iv in by_device.items():
-        assert table.loc[(dev, "all"), "busy_us"] == pytest.approx(_union(iv), rel=1e-9, abs=1e-6)
+        assert table.loc[(dev, "all"), "busy_us"] == pytest.approx(union_length(iv), rel=1e-9, abs=1e-6)
 
 
 @pytest.mark.parametrize("name", STEP_TRACES)
@@ -117,7 +105,7 @@ def test_per_step_breakdown(name):
         assert row["comm_us"] == pytest.approx(sum(overlap(e, lo, hi) for e in comm), abs=1e-6)
         copies = [e for e in raw.device if e["cat"] == "gpu_memcpy"]
         assert row["memcpy_us"] == pytest.approx(sum(overlap(e, lo, hi) for e in copies), abs=1e-6)
-        busy = _union(
+        busy = union_length(
             [(max(e["_s"], lo), min(e["_e"], hi)) for e in raw.device if e["_e"] > lo and e["_s"] < hi]
         )
         assert row["device_busy_us"] == pytest.approx(busy, abs=1e-6)

@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from tracefiles import raw_events, real_trace
+from tracefiles import raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
 from jupyter_torchprof.ranks import STRAGGLER_RATIO, RankSet
@@ -28,19 +28,6 @@ RANK_FILES = [
 def _doc(path):
     with gzip.open(path, "rt") as fh:
         return json.load(fh)
-
-
-def _union(intervals: list[tuple[float, float]]) -> float:
-    """Length covered by intervals, overlaps once (plain Python)."""
-    total, end = 0.0, -float("inf")
-    for s, e in sorted(intervals):
-        if s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 @pytest.fixture
@@ -177,7 +164,7 @@ def test_real_two_rank_job_shows_the_straggler(gloo_job):
         ]
         # time inside collectives, cut to each step
         comm = sum(
-            _union([(max(s, lo), min(e, hi)) for s, e in coll if e > lo and s < hi]) for lo, hi in steps
+            union_length([(max(s, lo), min(e, hi)) for s, e in coll if e > lo and s < hi]) for lo, hi in steps
         )
         wall = sum(hi - lo for lo, hi in steps) / len(steps)
         assert table.loc[rank, "wall_per_step_us"] == pytest.approx(wall)

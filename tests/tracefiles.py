@@ -40,3 +40,16 @@ def raw_events(path: Path) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
         return json.load(fh)["traceEvents"]
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Length covered by ``(start, end)`` intervals, overlaps counted once (plain Python, the oracle)."""
+    total, end = 0.0, -float("inf")
+    for s, e in sorted(intervals):
+        if s > end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
