@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import atexit
 import builtins
+import functools
 import logging
 import re
 import sys
@@ -50,24 +51,22 @@ def _reset_dynamo() -> None:
             pass
 
 
-_exit_hook: list[Callable[[], None]] = []
-
-
+@functools.cache  # register once per process
 def reset_dynamo_before_ipython_exits() -> None:
     """Clear Dynamo's caches at exit, before IPython empties the notebook namespace.
 
     Dynamo stores helper globals (``__builtins_dict___0``) in the namespace of
     every function it compiles, with a hook that deletes them when the compiled
-    code dies. A cell's namespace is IPython's ``user_ns``, which IPython clears
-    at exit first, so the hook later fails with an "Exception ignored ...
-    KeyError" on the way out (plain ``torch.compile`` in IPython does the same,
-    torch 2.13). atexit runs hooks last-registered first, so registering here,
-    after IPython registered its own, lets Dynamo clean up while the names are
-    still there.
+    code dies. For code defined in the notebook (a cell that defines functions,
+    see `_function_globals`; a notebook class under ``--compile-names``) that
+    namespace is IPython's ``user_ns``, which IPython clears at exit first, so
+    the hook later fails with an "Exception ignored ... KeyError" on the way
+    out (plain ``torch.compile`` in IPython does the same, torch 2.13). atexit
+    runs hooks last-registered first, so registering here, after IPython
+    registered its own, lets Dynamo clean up while the names are still there
+    (enough when the graph did not break).
     """
-    if not _exit_hook:
-        _exit_hook.append(_reset_dynamo)
-        atexit.register(_reset_dynamo)
+    atexit.register(_reset_dynamo)
 
 
 @dataclass
