@@ -28,4 +28,6 @@ def test_torchprof_cell_runs_in_lab(page, lab):
     run_all(page)
     page.wait_for_selector(".jp-TorchProf-view", timeout=60_000)
     # The op table lives in bokeh's shadow DOM; Playwright's text locators pierce it.
-    page.get_by_text("aten::addmm", exact=True).first.wait_for(timeout=30_000)
+    # Look in the cell's output only: the runs sidebar names the same top op (hidden while closed).
+    output = page.locator(".jp-OutputArea-output")
+    output.get_by_text("aten::addmm", exact=True).first.wait_for(timeout=30_000)
