@@ -279,8 +279,10 @@ class _Interner:
     """Integer codes for hashable values, stable across chunks.
 
     ``None``, ``""`` and ``b""`` (absent values in the typed schema) get -1.
-    Only a chunk's distinct values are looked at in Python; the per-value
-    lookup runs in C (``map(dict.__getitem__)``).
+    The per-value lookup runs in C (``map(dict.__getitem__)``); only when a
+    chunk holds values never seen before are its distinct values looked at
+    in Python. After the first few chunks of a trace that is rare (names,
+    categories and shapes repeat every step), so most chunks cost one pass.
     """
 
     def __init__(self) -> None:
@@ -289,11 +291,22 @@ class _Interner:
 
     def codes(self, values: Sequence[Any]) -> np.ndarray:
         index = self.index
+        try:
+            return np.fromiter(map(index.__getitem__, values), np.int32, count=len(values))
+        except KeyError:
+            pass
         for v in dict.fromkeys(values):
             if v not in index:
                 index[v] = len(self.values)
                 self.values.append(v)
         return np.fromiter(map(index.__getitem__, values), np.int32, count=len(values))
+
+    def codes_at(self, objs: Sequence[Any], attr: str) -> np.ndarray:
+        """`codes` of one attribute of every object, without a list in between when all are known."""
+        try:
+            return np.fromiter(map(self.index.__getitem__, map(attrgetter(attr), objs)), np.int32, count=len(objs))
+        except KeyError:
+            return self.codes(list(map(attrgetter(attr), objs)))
 
     def code(self, value: Any) -> int:
         """The code of ``value``, or -2 if it was never seen."""
@@ -318,6 +331,7 @@ _GROUPS = {
     "python": ("stack", "module"),
     "kernel_file": ("kernel_file",),
 }
+_LAUNCH_FLOW = frozenset(K.LAUNCH_FLOW_CATEGORIES)
 _RAW_COLUMNS = frozenset({"grid", "block", "input_dims", "input_types", "concrete_inputs"})
 _SEP = b"\x1f"
 
@@ -439,8 +453,13 @@ class _Builder:
         flow_pos = np.flatnonzero((phase == _PHASE_CODE["s"]) | (phase == _PHASE_CODE["f"]))
         if len(flow_pos):
             flows = _take(ev, flow_pos)
-            cat = self.cat.codes([_str(e.cat) for e in flows] if loose else [e.cat for e in flows])
-            keep = np.isin(cat, [self.cat.code(c) for c in K.LAUNCH_FLOW_CATEGORIES])
+            cats = map(attrgetter("cat"), flows)
+            # Only launch flows are kept; a membership test (C) is all their
+            # category is needed for. Loose values may be unhashable.
+            is_launch = _LAUNCH_FLOW.__contains__
+            keep = np.fromiter(
+                map(is_launch, map(_str, cats)) if loose else map(is_launch, cats), bool, count=len(flows)
+            )
             if keep.any():
                 if not keep.all():
                     flows = _take(flows, np.flatnonzero(keep))
@@ -455,7 +474,7 @@ class _Builder:
         x_pos = np.flatnonzero(phase == _PHASE_CODE["X"])
         if len(x_pos):
             xs = _take(ev, x_pos)
-            cat = self.cat.codes([_str(e.cat) for e in xs] if loose else [e.cat for e in xs])
+            cat = self.cat.codes([_str(e.cat) for e in xs]) if loose else self.cat.codes_at(xs, "cat")
             # The profiler's own span (cat "Trace", pid "Spans") is not an
             # event of the program; it only marks the capture window.
             spans = cat == self.cat.code("Trace")
@@ -483,17 +502,17 @@ class _Builder:
         m = len(xs)
         kind = self._kinds(cat)
         if loose:
-            names = [_str(e.name) for e in xs]
+            names = self.names.codes([_str(e.name) for e in xs])
             args = [NO_LOOSE_ARGS if e.args is None else e.args for e in xs]
             dur = _floats_of([0.0 if e.dur is None else e.dur for e in xs])
         else:
-            names = [e.name for e in xs]
+            names = self.names.codes_at(xs, "name")
             args = [e.args for e in xs]
             dur = _floats_at(xs, "dur")
         pid = _ids_at(xs, "pid")
         tid = _ids_at(xs, "tid")
         out: dict[str, np.ndarray] = {
-            "name": self.names.codes(names),
+            "name": names,
             "cat": cat,
             "kind": kind,
             "pid": pid,
@@ -502,7 +521,6 @@ class _Builder:
             "dur": dur,
             "external_id": _ints_at(args, "external_id"),
         }
-        del names
 
         # Device-side arguments are read only from device events (host events
         # never carry them); correlation ids also from runtime calls.
@@ -537,8 +555,15 @@ class _Builder:
         ops = np.flatnonzero(kind == _KIND_CODE[K.CPU_OP])
         oargs = _take(args, ops)
         shapes = None
-        if _any_of(oargs, "input_dims", "input_types", "concrete_inputs", raw=True):
-            shapes = [join((a.input_dims, a.input_types, a.concrete_inputs)) for a in oargs]
+        if _any_of(oargs, "input_dims", "input_types", raw=True):
+            # Concrete inputs are rarer (torch >= 2.2, scalars only): a
+            # two-part key where no op of the chunk has them.
+            if _any_of(oargs, "concrete_inputs", raw=True):
+                shapes = [join((a.input_dims, a.input_types, a.concrete_inputs)) for a in oargs]
+            else:
+                shapes = [join((a.input_dims, a.input_types)) for a in oargs]
+        elif _any_of(oargs, "concrete_inputs", raw=True):
+            shapes = [join((b"", b"", a.concrete_inputs)) for a in oargs]
         out["shapes"] = self._group_codes(m, ops, "shapes", shapes)
         python = None
         if _any_of(oargs, "call_stack", "module_hierarchy"):
