@@ -170,12 +170,14 @@ class Profile:
         launching op), ``launch_delay_us`` and the per-event costs
         ``self_cpu_us``, ``self_device_us``, ``device_total_us``.
         """
-        ev = self._data.events.copy(deep=False)
+        events = self._data.events
+        cols: dict[str, Any] = {c: events[c].array for c in events.columns}
         for frame in (self._tree, self._links, self._costs):
-            for col in frame.columns:
-                ev[col] = frame[col].to_numpy()
-        ev["device_depth"] = tree_mod.device_depth(self._data.events, self.meta.time_precision_us)
-        return ev
+            cols.update({c: frame[c].array for c in frame.columns})
+        cols["device_depth"] = tree_mod.device_depth(events, self.meta.time_precision_us)
+        # One constructor call: adding columns one by one to a frame this
+        # wide re-checks (and may copy) it every time.
+        return pd.DataFrame(cols, index=events.index, copy=False)
 
     @property
     def memory_events(self) -> pd.DataFrame:

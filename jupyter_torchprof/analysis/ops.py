@@ -29,6 +29,10 @@ STEP_ROW = "ProfilerStep*"
 
 #: Group-by choices of `op_table`.
 GROUPINGS = ("name", "shape", "stack", "module")
+#: The events column each grouping adds to the key.
+_GROUP_COLUMN = {"shape": "input_dims", "stack": "stack", "module": "module"}
+#: The events columns `estimate_flops` reads.
+FLOPS_COLUMNS = ("name", "input_dims", "concrete_inputs")
 
 
 def _step_merged_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -66,11 +70,10 @@ def event_costs(
     """
     n = len(events)
     dur = events["dur"].to_numpy()
-    kind = events["kind"].to_numpy()
     is_host = depth >= 0
     self_cpu = np.where(is_host, dur - children_sums(parent, np.where(is_host, dur, 0.0)), 0.0)
 
-    is_dev = np.isin(kind, K.DEVICE_ACTIVITY) & (op_of_device >= 0)
+    is_dev = K.kind_mask(events, K.DEVICE_ACTIVITY) & (op_of_device >= 0)
     self_device = np.bincount(op_of_device[is_dev], weights=dur[is_dev], minlength=n)[:n].astype(float)
     device_total = subtree_sums(parent, depth, self_device)
 
@@ -124,7 +127,13 @@ def op_table(
         raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
     kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
     mask = K.kind_mask(events, kinds)
-    ev = events.loc[mask]
+    # Only the columns read below are gathered: selecting rows of the whole
+    # frame (thirty columns, most of them device-only) costs more than the
+    # aggregation.
+    wanted = ["name", "kind", "dur"] + ([] if group_by == "name" else [_GROUP_COLUMN[group_by]])
+    if flops:
+        wanted += [c for c in FLOPS_COLUMNS if c in events and c not in wanted]
+    ev = events[wanted].loc[mask]
     co = costs.loc[mask]
 
     # Group on integer codes, not on strings: a million Python name strings
@@ -137,7 +146,7 @@ def op_table(
         frame[col] = co[col].to_numpy()
     keys = ["name"]
     labels: dict[str, np.ndarray] = {"name": names}
-    extra = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(group_by)
+    extra = _GROUP_COLUMN.get(group_by)
     if extra is not None:
         label = {"input_dims": "input_shapes"}.get(extra, extra)
         col = ev[extra]
