@@ -22,7 +22,7 @@ from .analysis import ops as ops_mod
 from .analysis import steps as steps_mod
 from .analysis import tree as tree_mod
 from .trace import categories as K
-from .trace.parser import TraceData, TraceMeta, parse_trace
+from .trace.parser import TraceData, TraceMeta, parse_trace, read_flows
 
 if TYPE_CHECKING:  # pragma: no cover
     from .export import ExportResult
@@ -188,8 +188,17 @@ class Profile:
 
     @property
     def flows(self) -> pd.DataFrame:
-        """Launch flow events as parsed."""
-        return self._data.flows
+        """Launch flow events (``ac2g`` / ``async_cpu_to_gpu``): ``id``, ``is_start``, ``pid``, ``tid``, ``ts``.
+
+        Loading leaves them in the file when correlation ids link every
+        launch without them (a quarter of a GPU trace's events, for nothing
+        the tables use); the first access reads them from the file.
+        """
+        data = self._data
+        if data.meta.flows_unread and not len(data.flows):
+            data.flows = read_flows(data.meta.path, data.meta.t0_us)
+            data.meta.flows_unread = 0
+        return data.flows
 
     def op_table(
         self, group_by: str = "name", flops: bool | None = None, include_python: bool = False

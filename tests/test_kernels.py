@@ -14,6 +14,7 @@ import json
 from collections import Counter, defaultdict
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -213,13 +214,16 @@ def test_every_kernel_links_to_its_launch(name):
         assert summary.loc[api, "delay_median_us"] == pytest.approx(np.median(ds))
 
 
+@pytest.mark.parametrize("route", ["memory", "file"])
 @pytest.mark.parametrize("name", ["a100_nccl_rank0.pt.trace.json.gz", "diff_pair/control.pt.trace.json.gz"])
-def test_flows_link_kernels_without_correlation_ids(name):
+def test_flows_link_kernels_without_correlation_ids(name, route, tmp_path):
     """Older traces link launches only by flow events (ac2g / async_cpu_to_gpu).
 
     The file's flow pairs are the oracle: a flow's start sits on the launch,
-    its finish on the kernel. The document is changed IN MEMORY (correlation
-    ids dropped from device events) and parsed again.
+    its finish on the kernel. The document is changed (correlation ids
+    dropped from device events) and parsed again: in memory (flows read in
+    the one pass), and from a file (flows deferred by default, so the parser
+    must notice the missing ids and read them in its second pass).
     """
     path = real_trace(name)
     with gzip.open(path, "rt") as fh:
@@ -231,7 +235,14 @@ def test_flows_link_kernels_without_correlation_ids(name):
     for e in stripped["traceEvents"]:
         if e.get("cat") in DEVICE_CATS:
             e.get("args", {}).pop("correlation", None)
-    p = Profile(parse_document(stripped, "stripped"))
+    if route == "memory":
+        p = Profile(parse_document(stripped, "stripped"))
+    else:
+        path = tmp_path / "stripped.pt.trace.json.gz"
+        with gzip.open(path, "wt") as fh:
+            json.dump(stripped, fh)
+        p = load(path)
+    assert p.meta.flows_unread == 0
     t0 = p.meta.t0_us
     launches = p.launches
     # device events by start time (µs relative to t0, rounded to a nanosecond)
@@ -293,3 +304,35 @@ def test_host_tree_equals_the_stack_walk_on_real_traces(name):
     a = nest(lane, s, e, p.meta.time_precision_us)
     b = nest_reference(lane, s, e, p.meta.time_precision_us)
     assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_deferred_flows_change_no_link_and_read_back_on_demand(name):
+    """Loading a file leaves flow events unread when correlation ids link every launch.
+
+    Nothing may change for it: the links, the launch table and every event
+    column equal those of a parse that read the flows; and ``Profile.flows``
+    reads them from the file on first access, matching the launch-flow
+    events counted straight from the file.
+    """
+    path = real_trace(name)
+    deferred = load(path)
+    with gzip.open(path, "rb") as fh:
+        full = Profile(parse_document(json.load(fh), str(path)))
+    pd.testing.assert_frame_equal(deferred.launches, full.launches)
+    pd.testing.assert_frame_equal(deferred.events, full.events)
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    flows = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("ph") in ("s", "f") and e.get("cat") in ("ac2g", "async_cpu_to_gpu", "async_gpu")
+    ]
+    all_flow_events = sum(1 for e in doc["traceEvents"] if e.get("ph") in ("s", "f"))
+    assert deferred.meta.flows_unread == all_flow_events
+    read = deferred.flows
+    assert deferred.meta.flows_unread == 0
+    assert len(read) == len(flows)
+    assert sorted(read["id"].tolist()) == sorted(int(e["id"]) for e in flows)
+    assert int(read["is_start"].sum()) == sum(e["ph"] == "s" for e in flows)
+    pd.testing.assert_frame_equal(read, full.flows)

@@ -51,7 +51,7 @@ def first_match(
 
 #: Device work that has a launch on the host (annotations mirrored on a
 #: stream do not).
-LAUNCHED_KINDS = (K.KERNEL, K.MEMCPY, K.MEMSET, K.SYNC)
+LAUNCHED_KINDS = K.LAUNCHED_KINDS
 
 
 def link_device_events(

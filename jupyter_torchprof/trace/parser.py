@@ -51,6 +51,8 @@ from .reader import gc_paused, read_trace_bytes
 from .schema import (
     DOCUMENT_DECODER,
     EVENTS_DECODER,
+    EVENTS_DECODER_WITHOUT_FLOWS,
+    FLOWS_DECODER,
     LOOSE_EVENT_DECODER,
     LOOSE_EVENTS_DECODER,
     NO_LOOSE_ARGS,
@@ -104,6 +106,9 @@ class TraceMeta:
     time_precision_us
         Smallest time difference the ``ts`` column can resolve; used as the
         tolerance when nesting events.
+    flows_unread
+        Flow events left in the file because correlation ids already link
+        every launch (see `parse_bytes`); 0 when flows were read.
     """
 
     path: str | None = None
@@ -122,6 +127,7 @@ class TraceMeta:
     warnings: list[str] = field(default_factory=list)
     top_level: dict[str, Any] = field(default_factory=dict)
     time_precision_us: float = 0.001
+    flows_unread: int = 0
 
 
 @dataclass
@@ -332,15 +338,34 @@ _GROUPS = {
     "kernel_file": ("kernel_file",),
 }
 _LAUNCH_FLOW = frozenset(K.LAUNCH_FLOW_CATEGORIES)
+#: Numeric device arguments: column (field of `schema.EventArgs`) → JSON key.
+_DEVICE_NUMBERS = {
+    "bytes": b'"bytes"',
+    "registers": b'"registers per thread"',
+    "shared_memory": b'"shared memory"',
+    "occupancy": b'"est. achieved occupancy %"',
+    "blocks_per_sm": b'"blocks per SM"',
+    "warps_per_sm": b'"warps per SM"',
+}
 _RAW_COLUMNS = frozenset({"grid", "block", "input_dims", "input_types", "concrete_inputs"})
 _SEP = b"\x1f"
 
 
 class _Builder:
-    """Accumulates the columns of a trace, one chunk of events at a time."""
+    """Accumulates the columns of a trace, one chunk of events at a time.
 
-    def __init__(self, meta: TraceMeta) -> None:
+    ``flows`` False counts flow events without reading them (see
+    `schema.UnreadFlowStart`); ``events`` False reads flow events only
+    (the second pass that `_flows_only` makes when they are needed).
+    """
+
+    def __init__(self, meta: TraceMeta, *, events: bool = True, flows: bool = True) -> None:
         self.meta = meta
+        self.read_events = events
+        self.read_flows = flows
+        self.decoder = EVENTS_DECODER if events and flows else EVENTS_DECODER_WITHOUT_FLOWS if events else FLOWS_DECODER
+        self.flows_unread = 0
+        self.chunk_text: bytes | None = None
         self.cat = _Interner()
         self.names = _Interner()
         self.groups = {g: _Interner() for g in _GROUPS}
@@ -361,11 +386,23 @@ class _Builder:
         that is not valid JSON means its boundaries were guessed wrong.
         """
         events, loose = self._decode(chunk, items)
+        # Optional arguments (stacks, modules, concrete inputs ...) are
+        # absent from most traces; a key that does not occur in the chunk's
+        # text is in none of its events, and finding that out in the bytes
+        # is far cheaper than asking every event. A backslash anywhere could
+        # be an escaped key, so then every key counts as present.
+        self.chunk_text = None if b"\\" in chunk else chunk
         self._digest(events, loose)
+        self.chunk_text = None
+
+    def _mentions(self, *keys: bytes) -> bool:
+        """Whether any of these JSON keys (quoted) may occur in the current chunk."""
+        text = self.chunk_text
+        return text is None or any(k in text for k in keys)
 
     def _decode(self, chunk: bytes, items: list[Any] | None) -> tuple[Sequence[Any], bool]:
         try:
-            return EVENTS_DECODER.decode(chunk), False
+            return self.decoder.decode(chunk), False
         except msgspec.ValidationError:
             pass
         except msgspec.DecodeError as exc:
@@ -376,7 +413,7 @@ class _Builder:
             chunk = self._fix_utf8(chunk)
             items = None
             try:
-                return EVENTS_DECODER.decode(chunk), False
+                return self.decoder.decode(chunk), False
             except msgspec.ValidationError:
                 pass
             except msgspec.DecodeError:
@@ -444,14 +481,16 @@ class _Builder:
             phase = np.fromiter(map(_TYPE_CODE.__getitem__, map(type, ev)), np.int8, count=len(ev))
         self.no_ph += int((phase == _NO_PHASE).sum())
         other = np.flatnonzero((phase == _PHASE_CODE["M"]) | (phase == _PHASE_CODE["i"]))
-        if len(other):
+        if len(other) and self.read_events:
             rest = _take(ev, other)
             _apply_metadata_events([e for e in rest if _phase_of(e) == "M"], self.meta)
             inst = [e for e in rest if _phase_of(e) in ("i", "I") and e.name == "[memory]"]
             if inst:
                 self._digest_memory(inst)
         flow_pos = np.flatnonzero((phase == _PHASE_CODE["s"]) | (phase == _PHASE_CODE["f"]))
-        if len(flow_pos):
+        if len(flow_pos) and not self.read_flows:
+            self.flows_unread += len(flow_pos)
+        elif len(flow_pos):
             flows = _take(ev, flow_pos)
             cats = map(attrgetter("cat"), flows)
             # Only launch flows are kept; a membership test (C) is all their
@@ -472,7 +511,7 @@ class _Builder:
                     ts=_floats_at(flows, "ts"),
                 )
         x_pos = np.flatnonzero(phase == _PHASE_CODE["X"])
-        if len(x_pos):
+        if len(x_pos) and self.read_events:
             xs = _take(ev, x_pos)
             cat = self.cat.codes([_str(e.cat) for e in xs]) if loose else self.cat.codes_at(xs, "cat")
             # The profiler's own span (cat "Trace", pid "Spans") is not an
@@ -534,19 +573,16 @@ class _Builder:
         # events; the args are authoritative when present.
         out["device"] = _scatter(m, dev, np.where(device >= 0, device, pid[dev]), -1)
         out["stream"] = _scatter(m, dev, np.where(stream >= 0, stream, tid[dev]), -1)
-        out["bytes"] = _scatter(m, dev, _floats_at(dargs, "bytes"), np.nan)
-        out["registers"] = _scatter(m, dev, _floats_at(dargs, "registers"), np.nan)
-        out["shared_memory"] = _scatter(m, dev, _floats_at(dargs, "shared_memory"), np.nan)
-        out["occupancy"] = _scatter(m, dev, _floats_at(dargs, "occupancy"), np.nan)
-        out["blocks_per_sm"] = _scatter(m, dev, _floats_at(dargs, "blocks_per_sm"), np.nan)
-        out["warps_per_sm"] = _scatter(m, dev, _floats_at(dargs, "warps_per_sm"), np.nan)
+        for column, key in _DEVICE_NUMBERS.items():
+            values = _floats_at(dargs, column) if self._mentions(key) else np.full(len(dev), np.nan)
+            out[column] = _scatter(m, dev, values, np.nan)
         join = _SEP.join
         launch = None
         if _any_of(dargs, "grid", "block", raw=True):
             launch = [join((a.grid, a.block)) for a in dargs]
         out["launch"] = self._group_codes(m, dev, "launch", launch)
         kf = None
-        if _any_of(dargs, "kernel_file"):
+        if self._mentions(b'"kernel_file"') and _any_of(dargs, "kernel_file"):
             kf = [_text_value(a.kernel_file) for a in dargs] if loose else [a.kernel_file for a in dargs]
         out["kernel_file"] = self._group_codes(m, dev, "kernel_file", kf)
         del dargs
@@ -558,15 +594,17 @@ class _Builder:
         if _any_of(oargs, "input_dims", "input_types", raw=True):
             # Concrete inputs are rarer (torch >= 2.2, scalars only): a
             # two-part key where no op of the chunk has them.
-            if _any_of(oargs, "concrete_inputs", raw=True):
+            if self._mentions(b'"Concrete Inputs"') and _any_of(oargs, "concrete_inputs", raw=True):
                 shapes = [join((a.input_dims, a.input_types, a.concrete_inputs)) for a in oargs]
             else:
                 shapes = [join((a.input_dims, a.input_types)) for a in oargs]
-        elif _any_of(oargs, "concrete_inputs", raw=True):
+        elif self._mentions(b'"Concrete Inputs"') and _any_of(oargs, "concrete_inputs", raw=True):
             shapes = [join((b"", b"", a.concrete_inputs)) for a in oargs]
         out["shapes"] = self._group_codes(m, ops, "shapes", shapes)
         python = None
-        if _any_of(oargs, "call_stack", "module_hierarchy"):
+        if self._mentions(b'"Call stack"', b'"Module Hierarchy"') and _any_of(
+            oargs, "call_stack", "module_hierarchy"
+        ):
             if loose:
                 python = [(_text_value(a.call_stack), _text_value(a.module_hierarchy)) for a in oargs]
             else:
@@ -732,24 +770,31 @@ def _from_codes(codes: np.ndarray, values: list[Any]) -> pd.Categorical:
 # --------------------------------------------------------------------------- #
 
 
-def parse_bytes(data: bytes, path: str | Path | None = None) -> TraceData:
+def parse_bytes(data: bytes, path: str | Path | None = None, *, defer_flows: bool | None = None) -> TraceData:
     """Decode and parse the JSON bytes of a Kineto trace.
 
     Raises `TraceError` when the bytes are not a trace at all; malformed
     individual events are skipped and counted in ``meta.skipped`` (with a
     warning), so one bad record never costs the whole file.
+
+    ``defer_flows`` (default: when the bytes came from the file at ``path``)
+    leaves flow events unread whenever the correlation ids link every launch
+    without them: ``flows`` is then empty, ``meta.flows_unread`` counts them,
+    and `read_flows` reads them from the file on demand.
     """
     meta = TraceMeta(path=str(path) if path is not None else None)
+    if defer_flows is None:
+        defer_flows = path is not None
     with gc_paused():
         doc, data = _decode_document(data, path, meta)
         _read_document(doc, meta)
         try:
-            events, memory, flows = _parse_events(data, doc.traceEvents, meta, by_items=False)
+            events, memory, flows = _parse_events(data, doc.traceEvents, meta, False, defer_flows)
         except _MisSplit:
             # Chunk boundaries guessed from the layout fell inside an event
             # (an unusual writer): split on the true item boundaries instead.
             meta.skipped_reasons.clear()
-            events, memory, flows = _parse_events(data, doc.traceEvents, meta, by_items=True)
+            events, memory, flows = _parse_events(data, doc.traceEvents, meta, True, defer_flows)
         del doc
     if meta.skipped_reasons:
         meta.skipped = sum(meta.skipped_reasons.values())
@@ -764,8 +809,9 @@ def parse_document(doc: Any, path: str | Path | None = None) -> TraceData:
     """Parse an already decoded JSON document (dict or bare event list).
 
     Used for documents built in memory; files go through `parse_bytes`.
+    There is no file to read flows from later, so they are read at once.
     """
-    return parse_bytes(orjson.dumps(doc), path)
+    return parse_bytes(orjson.dumps(doc), path, defer_flows=False)
 
 
 def parse_trace(path: str | Path) -> TraceData:
@@ -786,12 +832,54 @@ _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 
 
 def _parse_events(
-    data: bytes, raw: msgspec.Raw, meta: TraceMeta, by_items: bool
+    data: bytes, raw: msgspec.Raw, meta: TraceMeta, by_items: bool, defer_flows: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    builder = _Builder(meta)
+    builder = _Builder(meta, flows=not defer_flows)
     for chunk, items in _chunks(data, raw, by_items):
         builder.add(chunk, items)
-    return builder.finish()
+    events, memory, flows = builder.finish()
+    if builder.flows_unread:
+        if _flows_needed(events):
+            flows = _flows_only(data, raw, by_items, meta.t0_us)
+        else:
+            meta.flows_unread = builder.flows_unread
+    return events, memory, flows
+
+
+def _flows_needed(events: pd.DataFrame) -> bool:
+    """Whether some launch can only be found through flow events.
+
+    Launch links are made by correlation id first, by flows only for the
+    device work left unlinked. A flow's id is its correlation id, so flows
+    can link something only where an id is missing: on a launched device
+    event or on a runtime call.
+    """
+    kind = events["kind"].cat.codes.to_numpy()
+    corr = events["correlation"].to_numpy()
+    wanted = [K.KINDS.index(k) for k in (*K.LAUNCHED_KINDS, K.RUNTIME)]
+    return bool((np.isin(kind, wanted) & (corr < 0)).any())
+
+
+def _flows_only(data: bytes, raw: msgspec.Raw, by_items: bool, t0_us: float) -> pd.DataFrame:
+    """The flow events of a document, read in a pass that skips everything else."""
+    builder = _Builder(TraceMeta(t0_us=t0_us), events=False)
+    for chunk, items in _chunks(data, raw, by_items):
+        builder.add(chunk, items)
+    return builder._flow_frame()
+
+
+def read_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
+    """The launch flow events of a trace file (``ts`` relative to ``t0_us``).
+
+    For profiles parsed with their flows deferred (``meta.flows_unread``).
+    """
+    meta = TraceMeta(path=str(path))
+    with gc_paused():
+        doc, data = _decode_document(read_trace_bytes(path), path, meta)
+        try:
+            return _flows_only(data, doc.traceEvents, False, t0_us)
+        except _MisSplit:
+            return _flows_only(data, doc.traceEvents, True, t0_us)
 
 
 def _chunks(data: bytes, raw: msgspec.Raw, by_items: bool) -> Iterator[tuple[bytes, list[Any] | None]]:
