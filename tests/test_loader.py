@@ -213,13 +213,3 @@ def test_gpu_traces_have_device_work(name):
     assert p.summary["kernels"] == sum(
         1 for e in raw_events(real_trace(name)) if e.get("ph") == "X" and e.get("cat") == "kernel"
     )
-
-
-def test_optional_argument_keys_match_the_schema():
-    """The parser skips a device argument whose JSON key is absent from a chunk's text;
-    the keys it looks for must be the ones the schema decodes."""
-    from jupyter_torchprof.trace import parser, schema
-
-    encoded = dict(zip(schema.EventArgs.__struct_fields__, schema.EventArgs.__struct_encode_fields__, strict=True))
-    for column, key in parser._DEVICE_NUMBERS.items():
-        assert key == b'"' + encoded[column].encode() + b'"'

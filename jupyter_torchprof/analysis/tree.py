@@ -73,8 +73,8 @@ def nest(
     start = np.asarray(start, dtype=np.float64)
     end = np.asarray(end, dtype=np.float64)
     # Parents sort before their children: by lane, start, then longest first;
-    # the original position breaks remaining ties deterministically.
-    order = np.lexsort((np.arange(n), -end, start, lane))
+    # lexsort is stable, so the original position breaks remaining ties.
+    order = np.lexsort((-end, start, lane))
     ln, s, e = lane[order], start[order], end[order]
     pos = np.arange(n)
 

@@ -310,7 +310,9 @@ class _Interner:
     def codes_at(self, objs: Sequence[Any], attr: str) -> np.ndarray:
         """`codes` of one attribute of every object, without a list in between when all are known."""
         try:
-            return np.fromiter(map(self.index.__getitem__, map(attrgetter(attr), objs)), np.int32, count=len(objs))
+            return np.fromiter(
+                map(self.index.__getitem__, map(attrgetter(attr), objs)), np.int32, count=len(objs)
+            )
         except KeyError:
             return self.codes(list(map(attrgetter(attr), objs)))
 
@@ -338,15 +340,8 @@ _GROUPS = {
     "kernel_file": ("kernel_file",),
 }
 _LAUNCH_FLOW = frozenset(K.LAUNCH_FLOW_CATEGORIES)
-#: Numeric device arguments: column (field of `schema.EventArgs`) → JSON key.
-_DEVICE_NUMBERS = {
-    "bytes": b'"bytes"',
-    "registers": b'"registers per thread"',
-    "shared_memory": b'"shared memory"',
-    "occupancy": b'"est. achieved occupancy %"',
-    "blocks_per_sm": b'"blocks per SM"',
-    "warps_per_sm": b'"warps per SM"',
-}
+#: Numeric device arguments (fields of `schema.EventArgs`), read from device events only.
+_DEVICE_NUMBERS = ("bytes", "registers", "shared_memory", "occupancy", "blocks_per_sm", "warps_per_sm")
 _RAW_COLUMNS = frozenset({"grid", "block", "input_dims", "input_types", "concrete_inputs"})
 _SEP = b"\x1f"
 
@@ -363,9 +358,10 @@ class _Builder:
         self.meta = meta
         self.read_events = events
         self.read_flows = flows
-        self.decoder = EVENTS_DECODER if events and flows else EVENTS_DECODER_WITHOUT_FLOWS if events else FLOWS_DECODER
+        self.decoder = (
+            EVENTS_DECODER if events and flows else EVENTS_DECODER_WITHOUT_FLOWS if events else FLOWS_DECODER
+        )
         self.flows_unread = 0
-        self.chunk_text: bytes | None = None
         self.cat = _Interner()
         self.names = _Interner()
         self.groups = {g: _Interner() for g in _GROUPS}
@@ -386,19 +382,7 @@ class _Builder:
         that is not valid JSON means its boundaries were guessed wrong.
         """
         events, loose = self._decode(chunk, items)
-        # Optional arguments (stacks, modules, concrete inputs ...) are
-        # absent from most traces; a key that does not occur in the chunk's
-        # text is in none of its events, and finding that out in the bytes
-        # is far cheaper than asking every event. A backslash anywhere could
-        # be an escaped key, so then every key counts as present.
-        self.chunk_text = None if b"\\" in chunk else chunk
         self._digest(events, loose)
-        self.chunk_text = None
-
-    def _mentions(self, *keys: bytes) -> bool:
-        """Whether any of these JSON keys (quoted) may occur in the current chunk."""
-        text = self.chunk_text
-        return text is None or any(k in text for k in keys)
 
     def _decode(self, chunk: bytes, items: list[Any] | None) -> tuple[Sequence[Any], bool]:
         try:
@@ -573,16 +557,15 @@ class _Builder:
         # events; the args are authoritative when present.
         out["device"] = _scatter(m, dev, np.where(device >= 0, device, pid[dev]), -1)
         out["stream"] = _scatter(m, dev, np.where(stream >= 0, stream, tid[dev]), -1)
-        for column, key in _DEVICE_NUMBERS.items():
-            values = _floats_at(dargs, column) if self._mentions(key) else np.full(len(dev), np.nan)
-            out[column] = _scatter(m, dev, values, np.nan)
+        for column in _DEVICE_NUMBERS:
+            out[column] = _scatter(m, dev, _floats_at(dargs, column), np.nan)
         join = _SEP.join
         launch = None
         if _any_of(dargs, "grid", "block", raw=True):
             launch = [join((a.grid, a.block)) for a in dargs]
         out["launch"] = self._group_codes(m, dev, "launch", launch)
         kf = None
-        if self._mentions(b'"kernel_file"') and _any_of(dargs, "kernel_file"):
+        if _any_of(dargs, "kernel_file"):
             kf = [_text_value(a.kernel_file) for a in dargs] if loose else [a.kernel_file for a in dargs]
         out["kernel_file"] = self._group_codes(m, dev, "kernel_file", kf)
         del dargs
@@ -594,17 +577,15 @@ class _Builder:
         if _any_of(oargs, "input_dims", "input_types", raw=True):
             # Concrete inputs are rarer (torch >= 2.2, scalars only): a
             # two-part key where no op of the chunk has them.
-            if self._mentions(b'"Concrete Inputs"') and _any_of(oargs, "concrete_inputs", raw=True):
+            if _any_of(oargs, "concrete_inputs", raw=True):
                 shapes = [join((a.input_dims, a.input_types, a.concrete_inputs)) for a in oargs]
             else:
                 shapes = [join((a.input_dims, a.input_types)) for a in oargs]
-        elif self._mentions(b'"Concrete Inputs"') and _any_of(oargs, "concrete_inputs", raw=True):
+        elif _any_of(oargs, "concrete_inputs", raw=True):
             shapes = [join((b"", b"", a.concrete_inputs)) for a in oargs]
         out["shapes"] = self._group_codes(m, ops, "shapes", shapes)
         python = None
-        if self._mentions(b'"Call stack"', b'"Module Hierarchy"') and _any_of(
-            oargs, "call_stack", "module_hierarchy"
-        ):
+        if _any_of(oargs, "call_stack", "module_hierarchy"):
             if loose:
                 python = [(_text_value(a.call_stack), _text_value(a.module_hierarchy)) for a in oargs]
             else:
