@@ -213,3 +213,47 @@ def test_gpu_traces_have_device_work(name):
     assert p.summary["kernels"] == sum(
         1 for e in raw_events(real_trace(name)) if e.get("ph") == "X" and e.get("cat") == "kernel"
     )
+
+
+def _layouts(doc: dict) -> dict[str, bytes]:
+    """The same trace written in layouts that defeat the loader's guess of where the events are.
+
+    The parser locates ``traceEvents`` by pattern (first key, up to the
+    file's last ``]``); each layout here makes that guess wrong.
+    """
+    events = doc["traceEvents"]
+    rest = {k: v for k, v in doc.items() if k != "traceEvents"}
+    decoy = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "decoy::not_an_event",
+        "pid": 1,
+        "tid": 1,
+        "ts": 1.0,
+        "dur": 1.0,
+    }
+    return {
+        # an array-valued key after the events: the last "]" is not theirs
+        "array after": json.dumps({"traceEvents": events, **rest, "extra": [decoy]}).encode(),
+        # the same key nested earlier: the first match is not the top-level key
+        "nested key first": json.dumps(
+            {"meta": {"traceEvents": [decoy]}, **rest, "traceEvents": events}
+        ).encode(),
+        # pretty-printed, with the device properties last
+        "indented": json.dumps({"traceEvents": events, **rest}, indent=1).encode(),
+    }
+
+
+@pytest.mark.parametrize("layout", ["array after", "nested key first", "indented"])
+def test_events_array_is_found_in_any_layout(layout, tmp_path):
+    path = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    file = tmp_path / "t.json"
+    file.write_bytes(_layouts(doc)[layout])
+    p = load(file)
+    expected = _x_events(doc["traceEvents"])
+    assert len(p.events) == len(expected)
+    assert Counter(p.events["name"].astype(str)) == Counter(e["name"] for e in expected)
+    assert p.meta.device_properties == doc["deviceProperties"]
+    assert not p.meta.warnings
