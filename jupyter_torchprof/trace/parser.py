@@ -3,8 +3,9 @@
 The work is split so that no Python code runs once per event per column:
 
 1. msgspec reads the top level of the document, keeping ``traceEvents`` as a
-   raw view of the file's bytes, which is then cut into pieces of about
-   `CHUNK_BYTES` at event boundaries;
+   raw view of the file's bytes (located by pattern first, so that the
+   events are not scanned twice; see `_decode_around_events`), which is then
+   cut into pieces of about `CHUNK_BYTES` at event boundaries;
 2. each piece is decoded straight into small typed structs
    (`schema.Complete` ...), skipping every key no analysis reads, and digested
    into columns before the next one is decoded, so only one piece of
@@ -16,7 +17,11 @@ The work is split so that no Python code runs once per event per column:
    read only from those;
 4. strings are interned into integer codes as they arrive and become pandas
    categoricals, so a million kernel launches cost a few integer arrays plus
-   one table of distinct names.
+   one table of distinct names;
+5. flow events (a quarter of a GPU trace) are only counted when the file
+   can be read again: correlation ids link launches without them, and a
+   flows-only pass runs when some id is missing (`_flows_needed`) or when
+   someone asks for them (`read_flows`).
 
 A chunk that breaks the typed schema anywhere is decoded again with loose
 structs and coerced column by column (see `schema`), and a chunk holding
