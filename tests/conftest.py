@@ -16,9 +16,14 @@ def shell(tmp_path, monkeypatch):
     sh = InteractiveShell.instance()
     sh.run_line_magic("load_ext", "jupyter_torchprof")
     yield sh
+    from jupyter_torchprof.capture.compile import reset_dynamo
     from jupyter_torchprof.store import wait_for_compression
 
     wait_for_compression()
+    # While this shell's namespace still holds Dynamo's helper globals: once
+    # it is gone, Dynamo's hooks fail ("Exception ignored") whenever its
+    # compiled code is collected, as they do at exit (see reset_dynamo).
+    reset_dynamo()
     InteractiveShell.clear_instance()
 
 

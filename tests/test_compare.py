@@ -200,8 +200,20 @@ def test_comparison_view_builds_with_diff_table(shell):
     view.close()
 
 
-def test_leaving_ipython_after_a_compare_prints_no_dynamo_noise(tmp_path):
-    """At exit IPython empties the namespace Dynamo left helper globals in; no 'Exception ignored'."""
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "y = m(x)\nprint(1)\nz = y.sum()",
+        # a cell that defines a function runs in the notebook namespace itself
+        "def f(a):\n    b = m(a)\n    print(1)\n    return b.sum()\nz = f(x)",
+    ],
+    ids=["plain cell", "cell defining a function"],
+)
+def test_leaving_ipython_after_a_compare_prints_no_dynamo_noise(tmp_path, cell):
+    """At exit IPython empties the namespace Dynamo left helper globals in; no 'Exception ignored'.
+
+    Each cell graph-breaks (the print), so Dynamo also installs resume functions.
+    """
     import subprocess
     import sys
 
@@ -211,9 +223,7 @@ def test_leaving_ipython_after_a_compare_prints_no_dynamo_noise(tmp_path):
         "ip = start_ipython()\n"
         "ip.run_line_magic('load_ext', 'jupyter_torchprof')\n"
         f"ip.run_cell({SETUP!r})\n"
-        # a graph break (the print) makes Dynamo install resume functions too
-        "ip.run_cell_magic('torchprof', '--compare --backend aot_eager --quiet --steps 1',"
-        " 'y = m(x)\\nprint(1)\\nz = y.sum()')\n"
+        f"ip.run_cell_magic('torchprof', '--compare --backend aot_eager --quiet --steps 1', {cell!r})\n"
         "print(type(ip.user_ns['_torchprof']).__name__)\n"
     )
     done = subprocess.run(

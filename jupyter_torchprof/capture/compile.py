@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import atexit
 import builtins
+import contextlib
 import functools
 import logging
 import re
@@ -42,13 +43,25 @@ UNSET = type("Unset", (), {"__repr__": lambda self: "<unset>"})()
 _FUNCTION_NAME = "__torchprof_compiled_cell__"
 
 
-def _reset_dynamo() -> None:
+def reset_dynamo() -> None:
+    """Clear Dynamo's caches and take its helper globals out of the namespaces it wrote them to."""
     dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is not None:
-        try:
-            dynamo.reset()
-        except Exception:  # noqa: BLE001 - the interpreter is exiting; nothing to report to
-            pass
+    if dynamo is None:
+        return
+    try:
+        dynamo.reset()
+        # Code that outlives the reset (resume functions after a graph break,
+        # held by the notebook's own functions) would run its hooks only
+        # during interpreter teardown, after IPython emptied the namespace.
+        # Run them now, while the names are there, and drop them.
+        manager = dynamo.utils.CleanupManager.instance
+        for hooks in list(manager.values.values()):
+            for hook in hooks:
+                with contextlib.suppress(KeyError):
+                    hook()
+        manager.clear()
+    except Exception:  # noqa: BLE001 - the interpreter is exiting, and these are Dynamo internals (torch 2.13)
+        pass
 
 
 @functools.cache  # register once per process
@@ -63,10 +76,9 @@ def reset_dynamo_before_ipython_exits() -> None:
     the hook later fails with an "Exception ignored ... KeyError" on the way
     out (plain ``torch.compile`` in IPython does the same, torch 2.13). atexit
     runs hooks last-registered first, so registering here, after IPython
-    registered its own, lets Dynamo clean up while the names are still there
-    (enough when the graph did not break).
+    registered its own, lets Dynamo clean up while the names are still there.
     """
-    atexit.register(_reset_dynamo)
+    atexit.register(reset_dynamo)
 
 
 @dataclass
