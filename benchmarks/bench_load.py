@@ -34,6 +34,7 @@ import argparse
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -172,12 +173,8 @@ def interleaved(kinds: tuple[str, ...], path: Path, repeat: int) -> dict[str, li
 
 def median_ratio(a: list[dict], b: list[dict], key: str) -> str:
     """Median over rounds of a[i] / b[i] (runs of the same round)."""
-    ratios = sorted(x[key] / y[key] for x, y in zip(a, b, strict=True) if _ok(x) and _ok(y) and y[key])
-    if not ratios:
-        return "-"
-    mid = len(ratios) // 2
-    value = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-    return f"{value:.2f}x"
+    ratios = [x[key] / y[key] for x, y in zip(a, b, strict=True) if _ok(x) and _ok(y) and y[key]]
+    return f"{statistics.median(ratios):.2f}x" if ratios else "-"
 
 
 def largest_real_trace() -> Path | None:

@@ -195,7 +195,7 @@ class Profile:
         the tables use); the first access reads them from the file.
         """
         data = self._data
-        if data.meta.flows_unread and not len(data.flows):
+        if data.meta.flows_unread:
             data.flows = read_flows(data.meta.path, data.meta.t0_us)
             data.meta.flows_unread = 0
         return data.flows

@@ -317,12 +317,11 @@ def test_deferred_flows_change_no_link_and_read_back_on_demand(name):
     """
     path = real_trace(name)
     deferred = load(path)
-    with gzip.open(path, "rb") as fh:
-        full = Profile(parse_document(json.load(fh), str(path)))
-    pd.testing.assert_frame_equal(deferred.launches, full.launches)
-    pd.testing.assert_frame_equal(deferred.events, full.events)
     with gzip.open(path, "rt") as fh:
         doc = json.load(fh)
+    full = Profile(parse_document(doc, str(path)))
+    pd.testing.assert_frame_equal(deferred.launches, full.launches)
+    pd.testing.assert_frame_equal(deferred.events, full.events)
     flows = [
         e
         for e in doc["traceEvents"]

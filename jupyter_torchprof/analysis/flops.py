@@ -87,6 +87,10 @@ def flops_of(name: str, dims: list[Any], concrete: list[Any]) -> int:
     return 0
 
 
+#: The events columns `estimate_flops` reads.
+FLOPS_COLUMNS = ("name", "input_dims", "concrete_inputs")
+
+
 def estimate_flops(events: pd.DataFrame) -> np.ndarray:
     """FLOPs per event (0 where unknown), computed once per distinct call shape."""
     n = len(events)

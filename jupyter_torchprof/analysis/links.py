@@ -49,11 +49,6 @@ def first_match(
     return out
 
 
-#: Device work that has a launch on the host (annotations mirrored on a
-#: stream do not).
-LAUNCHED_KINDS = K.LAUNCHED_KINDS
-
-
 def link_device_events(
     events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, flows: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -81,7 +76,7 @@ def link_device_events(
     launch = np.full(n, -1, dtype=np.int64)
     how = np.zeros(n, dtype=np.int8)  # 0 none, 1 correlation, 2 flow, 3 external id
 
-    dev_idx = np.flatnonzero(K.kind_mask(events, LAUNCHED_KINDS))
+    dev_idx = np.flatnonzero(K.kind_mask(events, K.LAUNCHED_KINDS))
     is_rt = K.kind_mask(events, K.RUNTIME)
     rt_idx = np.flatnonzero(is_rt & (corr >= 0))
     if len(dev_idx) and len(rt_idx):
@@ -198,7 +193,7 @@ def launch_table(events: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
     minus launch start: queueing plus launch overhead) and ``link`` (how the
     launch was found).
     """
-    rows = np.flatnonzero(K.kind_mask(events, LAUNCHED_KINDS))
+    rows = np.flatnonzero(K.kind_mask(events, K.LAUNCHED_KINDS))
     launch = links["launch"].to_numpy()[rows]
     op = links["op"].to_numpy()[rows]
     has_l = launch >= 0

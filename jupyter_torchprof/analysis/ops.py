@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import categories as K
-from .flops import estimate_flops
+from .flops import FLOPS_COLUMNS, estimate_flops
 from .tree import children_sums, subtree_sums
 
 STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
@@ -31,8 +31,6 @@ STEP_ROW = "ProfilerStep*"
 GROUPINGS = ("name", "shape", "stack", "module")
 #: The events column each grouping adds to the key.
 _GROUP_COLUMN = {"shape": "input_dims", "stack": "stack", "module": "module"}
-#: The events columns `estimate_flops` reads.
-FLOPS_COLUMNS = ("name", "input_dims", "concrete_inputs")
 
 
 def _step_merged_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -48,7 +48,8 @@ KINDS = (
 DEVICE_ACTIVITY = (KERNEL, MEMCPY, MEMSET)
 #: Kinds that live on a device timeline (lanes per device and stream).
 DEVICE_KINDS = (KERNEL, MEMCPY, MEMSET, GPU_ANNOTATION, SYNC)
-#: Device work that a host runtime/driver call launched (what launch links are for).
+#: Device work that a host runtime/driver call launched (what launch links
+#: are for; annotations mirrored on a stream have no launch).
 LAUNCHED_KINDS = (KERNEL, MEMCPY, MEMSET, SYNC)
 #: Kinds that live on host threads and nest by time.
 HOST_KINDS = (CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, RUNTIME)

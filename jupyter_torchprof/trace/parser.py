@@ -844,10 +844,8 @@ def _flows_needed(events: pd.DataFrame) -> bool:
     can link something only where an id is missing: on a launched device
     event or on a runtime call.
     """
-    kind = events["kind"].cat.codes.to_numpy()
-    corr = events["correlation"].to_numpy()
-    wanted = [K.KINDS.index(k) for k in (*K.LAUNCHED_KINDS, K.RUNTIME)]
-    return bool((np.isin(kind, wanted) & (corr < 0)).any())
+    linked = K.kind_mask(events, (*K.LAUNCHED_KINDS, K.RUNTIME))
+    return bool((linked & (events["correlation"].to_numpy() < 0)).any())
 
 
 def _flows_only(data: bytes, raw: msgspec.Raw, by_items: bool, t0_us: float) -> pd.DataFrame:
@@ -970,8 +968,10 @@ def _decode_around_events(data: bytes) -> TraceDocument | None:
     document (see `parse_bytes`). None means: decode the whole document.
     """
     m = _EVENTS_KEY.search(data, 0, 1 << 20)
+    if m is None:
+        return None
     end = data.rfind(b"]")
-    if m is None or end < m.end():
+    if end < m.end():
         return None
     start = m.end() - 1
     try:
