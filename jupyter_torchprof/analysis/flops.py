@@ -3,8 +3,9 @@
 torch computes FLOPs for a handful of ops when ``with_flops=True`` but does not
 write them into the exported trace, so we recompute them from the shapes the
 trace does hold, with the same formulas (2 per multiply-add for GEMMs and
-convolutions, one per element for elementwise add/mul). Ops without a formula
-get 0, as in torch.
+convolutions, one per element for elementwise add/mul) and on the same ops
+(``aten::conv2d`` only, not the ``aten::convolution`` it calls). Ops without a
+formula get 0, as in torch.
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ def flops_of(name: str, dims: list[Any], concrete: list[Any]) -> int:
             return _bmm(dims[0], dims[1])
         if name == "aten::baddbmm" and len(dims) >= 3:
             return _bmm(dims[1], dims[2])
-        if name in ("aten::conv2d", "aten::convolution", "aten::_convolution"):
+        if name == "aten::conv2d":
+            # Only the user-facing op: ``aten::convolution`` and
+            # ``aten::_convolution`` run inside it with the same shapes, and
+            # torch gives them no FLOPs, so the column sums once per conv.
             return _conv2d(dims, concrete)
         if name in ("aten::mul", "aten::add") and dims and isinstance(dims[0], list):
             return _numel(dims[0])

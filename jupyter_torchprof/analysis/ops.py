@@ -10,7 +10,13 @@ Numbers follow torch's ``key_averages()`` definitions so that the two agree:
 * ``device_total_us``: the same for the op and everything below it.
 
 ``ProfilerStep#k`` ranges are merged into one ``ProfilerStep*`` row, as torch
-does.
+does, and an op whose parent has the same name and no other child is folded
+into that parent, as torch's ``EventList._remove_dup_nodes`` does
+(`tree.folded_into`): ``aten::sum`` calling ``aten::sum`` is one call, whose
+self time, self device time and self memory include the inner one's.
+
+Everything is a total over the profiled steps (divide by the step count for
+per step); ``*_mean_us`` is per call.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import pandas as pd
 
 from ..trace import categories as K
 from .flops import FLOPS_COLUMNS, estimate_flops
-from .tree import children_sums, subtree_sums
+from .tree import children_sums, folded_into, subtree_sums
 
 STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
 STEP_ROW = "ProfilerStep*"
@@ -79,6 +85,7 @@ def event_costs(
         "self_cpu_us": self_cpu,
         "self_device_us": self_device,
         "device_total_us": device_total,
+        "folded_into": folded_into(parent, depth, events["name"].cat.codes.to_numpy()),
     }
     if memory is not None and memory_owner is not None and len(memory):
         owned = memory_owner >= 0
@@ -89,6 +96,26 @@ def event_costs(
             out[f"self_{label}_bytes"] = own
             out[f"{label}_bytes"] = subtree_sums(parent, depth, own)
     return pd.DataFrame(out, index=events.index)
+
+
+def _fold_self_costs(costs: pd.DataFrame) -> pd.DataFrame:
+    """Self costs with each folded event's share moved to the ancestor that absorbs it.
+
+    Totals need no change: the absorbing ancestor encloses the folded event,
+    so its total already holds it (the folded row is simply not counted).
+    """
+    into = costs["folded_into"].to_numpy()
+    folded = np.flatnonzero(into >= 0)
+    if not len(folded):
+        return costs
+    out = costs.copy()
+    for col in out.columns:
+        if col.startswith("self_"):
+            values = out[col].to_numpy(dtype=np.float64, copy=True)
+            values += np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
+            values[folded] = 0.0
+            out[col] = values
+    return out
 
 
 def op_table(
@@ -103,7 +130,9 @@ def op_table(
     Parameters
     ----------
     events, costs
-        Events frame and its `event_costs`.
+        Events frame and its `event_costs`. Events folded into a same-name
+        parent (``costs["folded_into"]``) are counted in that parent, as in
+        torch.
     group_by
         ``"name"``; ``"shape"`` (name + input shapes, needs ``record_shapes``);
         ``"stack"`` (name + Python call stack, needs ``with_stack``);
@@ -131,8 +160,10 @@ def op_table(
     wanted = ["name", "kind", "dur"] + ([] if group_by == "name" else [_GROUP_COLUMN[group_by]])
     if flops:
         wanted += [c for c in FLOPS_COLUMNS if c in events and c not in wanted]
+    costs = _fold_self_costs(costs)
+    mask &= costs["folded_into"].to_numpy() < 0
     ev = events[wanted].loc[mask]
-    co = costs.loc[mask]
+    co = costs.loc[mask].drop(columns="folded_into")
 
     # Group on integer codes, not on strings: a million Python name strings
     # would cost more than the aggregation itself. Names come back per group.

@@ -294,3 +294,41 @@ def children_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Sum of ``values`` over each node's direct children."""
     has = parent >= 0
     return np.bincount(parent[has], weights=values[has], minlength=len(parent)).astype(np.float64)
+
+
+def folded_into(parent: np.ndarray, depth: np.ndarray, name_code: np.ndarray) -> np.ndarray:
+    """Where torch's ``key_averages()`` folds each event: its absorbing ancestor, or -1.
+
+    torch drops an event whose parent has the same name and no other child
+    (``EventList._remove_dup_nodes``: ``aten::sum`` calling ``aten::sum``,
+    ``record_function("block")`` directly inside another ``"block"``). The
+    parent keeps its own duration, so its total is unchanged; it takes over
+    the child's children, launched kernels and memory, so the child's self
+    time, self device time and self memory become the parent's. Chains of
+    such children fold into the first ancestor that is kept.
+
+    The rule is evaluated on the tree as recorded: folding a child gives its
+    parent the child's children, so the parent's child count becomes the
+    child's, and every other node's condition stays as it was; repeating
+    torch's passes therefore gives the same result as one vectorised pass.
+
+    Parameters
+    ----------
+    parent, depth
+        Host call tree (`host_tree`); device events have depth -1.
+    name_code
+        Integer code of each event's name (equal codes mean equal names).
+    """
+    n = len(parent)
+    out = np.full(n, -1, dtype=np.int64)
+    in_tree = (parent >= 0) & (depth >= 0)
+    if not in_tree.any():
+        return out
+    n_children = np.bincount(parent[in_tree], minlength=n)
+    p = np.maximum(parent, 0)
+    folded = in_tree & (n_children[p] == 1) & (name_code >= 0) & (name_code == name_code[p])
+    if not folded.any():
+        return out
+    kept_ancestor = nearest_ancestor(parent, depth, ~folded)
+    out[folded] = kept_ancestor[folded]
+    return out
