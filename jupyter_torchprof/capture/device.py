@@ -1,8 +1,10 @@
 """Which device a cell runs on, how to profile it, how to wait for it.
 
-This is the only module that knows device backends apart. Everything it
-decides is recorded in a `DeviceTarget` that the runner uses and the Profile
-carries (for the notes a user reads when something cannot be measured).
+This module and `capture.backends` (one small class per backend: activity,
+profiler config, synchronisation, warm-up, device-trace checks) are the only
+code that knows device backends apart. Everything decided is recorded in a
+`DeviceTarget` that the runner uses and the Profile carries (for the notes a
+user reads when something cannot be measured).
 """
 
 from __future__ import annotations
@@ -12,15 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DeviceError
-
-#: Backends whose device activity torch.profiler can trace, and the name of
-#: their ProfilerActivity.
-_ACTIVITY_OF = {
-    "cuda": "CUDA",
-    "xpu": "XPU",
-    "mtia": "MTIA",
-    "hpu": "HPU",
-}
+from .backends import Backend, backend_for
 
 
 @dataclass
@@ -44,6 +38,11 @@ class DeviceTarget:
         Whether device-side work will appear in the trace.
     notes
         What the user must be told (e.g. MPS kernels are not traced).
+    backend
+        The backend's profiling recipe (`capture.backends.Backend`): its
+        ``experimental_config``, trace export and device-trace checks.
+    min_warmup
+        Warm-up runs the backend needs (compile-heavy backends: 3).
     """
 
     spec: str
@@ -53,6 +52,8 @@ class DeviceTarget:
     activities: list[Any] = field(default_factory=list)
     traced: bool = False
     notes: list[str] = field(default_factory=list)
+    backend: Backend | None = None
+    min_warmup: int = 1
     _sync: Callable[[], None] | None = None
 
     def synchronize(self) -> None:
@@ -154,10 +155,9 @@ def resolve_device(spec: str | None = "auto") -> DeviceTarget:
 
     supported = set(supported_activities())
     activities = [ProfilerActivity.CPU]
-    notes: list[str] = []
-    activity_name = _ACTIVITY_OF.get(kind)
-    if activity_name is None and kind == _privateuse1_name(torch):
-        activity_name = "PrivateUse1"
+    backend = backend_for(kind, _privateuse1_name(torch))
+    notes: list[str] = list(backend.setup_notes())
+    activity_name = backend.activity
     activity = getattr(ProfilerActivity, activity_name, None) if activity_name else None
     traced = False
     if activity is not None and activity in supported:
@@ -183,7 +183,9 @@ def resolve_device(spec: str | None = "auto") -> DeviceTarget:
         activities=activities,
         traced=traced,
         notes=notes,
-        _sync=_synchronizer(torch, kind, mod, resolved_index),
+        backend=backend,
+        min_warmup=backend.min_warmup,
+        _sync=backend.synchronizer(torch, resolved_index) or _synchronizer(torch, kind, mod, resolved_index),
     )
     return target
 

@@ -56,23 +56,81 @@ HOST_KINDS = (CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, RUNTIME)
 #: Host kinds that are rows of the op table.
 OP_KINDS = (CPU_OP, USER_ANNOTATION, RUNTIME)
 
+#: Every backend's categories that we know by name (the suffix rules of
+#: `kind_of_category` catch the rest). Host launches (``*_runtime``,
+#: ``*_driver``) and the device work they launch share ``args.correlation``
+#: on every backend, which is what links them.
 _EXACT = {
     "cpu_op": CPU_OP,
     "operator": CPU_OP,
-    "hpu_op": KERNEL,
     "user_annotation": USER_ANNOTATION,
     "python_function": PYTHON_FUNCTION,
+    # NVIDIA (CUPTI) and AMD (roctracer) write the same names.
+    "cuda_runtime": RUNTIME,
+    "cuda_driver": RUNTIME,
     "kernel": KERNEL,
     "gpu_kernel": KERNEL,
-    "mtia_ccp_events": KERNEL,
     "gpu_memcpy": MEMCPY,
     "gpu_memset": MEMSET,
     "gpu_user_annotation": GPU_ANNOTATION,
     "cuda_sync": SYNC,
+    # Intel XPU (XPUPTI): urEnqueueKernelLaunch ... on the host, kernels in
+    # ``kernel`` with ``sycl queue`` / ``l0 queue`` args.
+    "xpu_runtime": RUNTIME,
+    "xpu_driver": RUNTIME,
+    "xpu_sync": SYNC,
+    # Intel Gaudi: device events carry an ``HW event name`` argument.
+    "hpu_op": KERNEL,
+    # Meta MTIA.
+    "mtia_runtime": RUNTIME,
+    "mtia_ccp_events": KERNEL,
+    # Any PrivateUse1 backend (TorchTPU, TorchNeuron, Ascend ...).
+    "privateuse1_runtime": RUNTIME,
+    "privateuse1_driver": RUNTIME,
+    # TorchNeuron's device executions in its Kineto trace.json.
+    "nc_exec_running": KERNEL,
+    # Device events read from an XPlane (see trace/xplane.py): one op of a
+    # compiled XLA program, and the step/module/framework-op lines above it.
+    "xla_op": KERNEL,
+    "xla_annotation": GPU_ANNOTATION,
     "cuda_profiler_range": OTHER,
     "overhead": OTHER,
     "trace": OTHER,
 }
+
+#: The backend that writes each category (for device-specific rules).
+_BACKEND_OF = {
+    "cuda_runtime": "cuda",
+    "cuda_driver": "cuda",
+    "cuda_sync": "cuda",
+    "xpu_runtime": "xpu",
+    "xpu_driver": "xpu",
+    "xpu_sync": "xpu",
+    "hpu_op": "hpu",
+    "mtia_runtime": "mtia",
+    "mtia_ccp_events": "mtia",
+    "privateuse1_runtime": "privateuse1",
+    "privateuse1_driver": "privateuse1",
+    "nc_exec_running": "neuron",
+    "xla_op": "xla",
+    "xla_annotation": "xla",
+}
+
+#: Event names that are device work whatever category a writer gives them
+#: (TorchNeuron's device executions).
+DEVICE_WORK_NAMES = frozenset({"nc_exec_running"})
+
+
+def backend_of_category(cat: object) -> str | None:
+    """The backend whose profiler writes ``cat`` (``cuda``, ``xpu``, ``xla`` ...), or None."""
+    return _BACKEND_OF.get(cat.lower()) if isinstance(cat, str) else None
+
+
+def backends_in(events: Any) -> set[str]:
+    """Backends whose categories occur in an events frame (see `backend_of_category`)."""
+    col = events["cat"]
+    cats = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else pd.unique(col)
+    return {b for b in map(backend_of_category, cats) if b is not None}
 
 
 def kind_of_category(cat: object) -> str:

@@ -6,6 +6,13 @@ the layout ``tensorboard_trace_handler`` writes
 ``plugins/profile/<run>/``). Ranks are read from each trace's
 ``distributedInfo``, not from file names; a trace without one is labelled by
 its worker name (the part of the file name before the first dot).
+
+Device traces that backends write beside the Kineto JSON are found and read
+with it (`parse_with_device`): TorchTPU's XPlane files
+(``plugins/profile/<ts>/<host>[_<rank>].xplane.pb``, in the trace's folder
+or one level down) become device events of the same trace; TorchNeuron's
+Neuron Explorer files are checked for a failed capture. A folder holding
+only XPlane files (the legacy TorchTPU API, JAX) loads from them alone.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from ..errors import TraceError
 if TYPE_CHECKING:  # pragma: no cover
     from ..profile import Profile
     from ..ranks import RankSet
+    from .parser import TraceData
 
 _SUFFIXES = (".json", ".json.gz")
 #: ``tensorboard_trace_handler``: ``{worker}.{time_ns}.pt.trace.json[.gz]``.
@@ -63,6 +71,140 @@ def find_traces(folder: Path, max_depth: int = 4) -> list[Path]:
     return []
 
 
+#: Where XPlane files sit relative to the Kineto trace: beside it, in the
+#: TensorBoard layout below it, or below one subfolder (a run folder's ``device/``).
+_XPLANE_GLOBS = ("*.xplane.pb", "plugins/profile/*/*.xplane.pb", "*/plugins/profile/*/*.xplane.pb")
+XPLANE_SUFFIX = ".xplane.pb"
+
+
+def xplane_files(folder: Path) -> list[Path]:
+    """Every XPlane file where `_XPLANE_GLOBS` look, sorted by path."""
+    found: set[Path] = set()
+    for pattern in _XPLANE_GLOBS:
+        try:
+            found.update(p for p in folder.glob(pattern) if p.is_file())
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def xplanes_for(trace: Path, rank: int | None = None) -> list[Path]:
+    """The XPlane files that belong with the Kineto trace ``trace``.
+
+    Those of the newest session folder (``plugins/profile/<timestamp>``
+    names sort by time); of several hosts' files there, the one named for
+    ``rank`` (``<host>_<rank>.xplane.pb``) when there is one.
+    """
+    files = [p for p in xplane_files(trace.parent) if not _is_xprof_sibling(p, trace)]
+    if not files:
+        return []
+    newest = max(p.parent for p in files)
+    files = [p for p in files if p.parent == newest]
+    if len(files) > 1 and rank is not None:
+        mine = [p for p in files if p.name.removesuffix(XPLANE_SUFFIX).endswith(f"_{rank}")]
+        files = mine or files
+    return files
+
+
+def _is_xprof_sibling(xplane: Path, trace: Path) -> bool:
+    """Whether ``trace`` is the Chrome-trace copy xprof wrote of ``xplane`` (``<host>.trace.json.gz``)."""
+    return trace.parent == xplane.parent and trace.name.startswith(
+        xplane.name.removesuffix(XPLANE_SUFFIX) + "."
+    )
+
+
+def parse_with_device(path: str | Path) -> TraceData:
+    """Parse a Kineto trace together with the device traces written beside it.
+
+    XPlane device planes become events of the trace (on its clock); a
+    device trace that is missing, empty or unreadable, and host launches
+    of a backend with no device events at all, each add one line to
+    ``meta.warnings`` (shown with the profile) instead of silent zeros.
+    """
+    from . import neuron, xplane
+    from .parser import parse_bytes
+    from .reader import read_trace_bytes
+
+    p = Path(path)
+    data = read_trace_bytes(p)
+    notes: list[str] = []
+    found: list[str] = []
+    rank = _rank_hint(data)
+    extra = []
+    for xp in xplanes_for(p, rank):
+        found.append(xp.name)
+        try:
+            space = xplane.read_xspace(xp)
+        except TraceError as exc:
+            notes.append(f"TPU/XLA device trace not read: {exc}")
+            continue
+        dev = xplane.device_events(space, xplane.kineto_base_ns(data))
+        if not dev.devices:
+            notes.append(f"{xp.name}: XPlane file has no device planes (/device:TPU:N ...): host side only")
+        extra.extend(dev.events)
+    if extra:
+        data = xplane.merge_into_kineto(data, extra)
+    # Flows are re-read from the file on demand: that still works, as the
+    # device events spliced in here carry none.
+    td = parse_bytes(data, p)
+    marked = neuron.mark_device_work(td.events)
+    nfiles = neuron.neuron_files(p.parent)
+    found.extend(f.name for f in nfiles)
+    problem = neuron.check_folder(p.parent, nfiles)
+    if problem:
+        notes.append(problem)
+    if not marked and not extra:
+        notes.extend(_launches_without_device_work(td))
+    if found:
+        td.meta.top_level["device_files"] = ", ".join(sorted(set(found)))
+    td.meta.warnings.extend(notes)
+    return td
+
+
+def _rank_hint(data: bytes) -> int | None:
+    m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)', data[: 1 << 16])
+    if m is None:
+        m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)', data[-(1 << 16) :])
+    return int(m.group(1)) if m else None
+
+
+def _launches_without_device_work(td: TraceData) -> list[str]:
+    """One line per backend whose host launches are in the trace but whose device work is not."""
+    from . import categories as K
+
+    events = td.events
+    if not len(events) or K.kind_mask(events, K.DEVICE_ACTIVITY).any():
+        return []
+    runtime = events.loc[K.kind_mask(events, K.RUNTIME), "cat"].astype(str)
+    out = []
+    for cat, n in runtime.value_counts().items():
+        backend = K.backend_of_category(cat)
+        if backend in (None, "cuda"):
+            continue  # CUDA traces without kernels are explained by the findings already
+        out.append(
+            f"{backend}: {n} host call(s) ({cat}) but no device events in this trace: the device "
+            "trace is missing (TorchTPU writes it to an .xplane.pb beside the trace, TorchNeuron "
+            "as nc_exec_running events); device columns are not measured"
+        )
+    return out
+
+
+def parse_xplane(path: str | Path) -> TraceData:
+    """An XPlane file alone (host and device planes) as a trace."""
+    from . import xplane
+    from .parser import parse_bytes
+
+    p = Path(path)
+    space = xplane.read_xspace(p)
+    td = parse_bytes(xplane.xspace_document(space, p.name), None, defer_flows=False)
+    td.meta.path = str(p)
+    if not any(xplane._DEVICE_PLANE.match(pl.name) for pl in space.planes):
+        td.meta.warnings.append(
+            f"{p.name}: XPlane file has no device planes (/device:TPU:N ...): host side only"
+        )
+    return td
+
+
 def _entries(folder: Path) -> list[Path]:
     try:
         return list(folder.iterdir())
@@ -86,14 +228,23 @@ def load(path: str | Path, name: str | None = None) -> Profile | RankSet:
     if not p.exists():
         raise TraceError(p, "no such file or folder")
     if p.is_file():
-        return Profile.from_file(p, name=name)
+        if p.name.endswith(XPLANE_SUFFIX):
+            return Profile(parse_xplane(p), name=name)
+        return Profile(parse_with_device(p), name=name)
     if not p.is_dir():
         raise TraceError(p, "is neither a file nor a folder")
     files = find_traces(p)
+    planes = xplane_files(p)
+    # Beside each XPlane file xprof may have written its own Chrome-trace
+    # copy; that is not a Kineto trace of the run, the XPlane is.
+    files = [f for f in files if not any(_is_xprof_sibling(x, f) for x in planes)]
+    if not files and planes:
+        newest = max(x.parent for x in planes)
+        return Profile(parse_xplane([x for x in planes if x.parent == newest][0]), name=name)
     if not files:
-        raise TraceError(p, "no trace files (*.json or *.json.gz) in this folder")
+        raise TraceError(p, "no trace files (*.json, *.json.gz or *.xplane.pb) in this folder")
     if len(files) == 1:
-        return Profile.from_file(files[0], name=name)
+        return Profile(parse_with_device(files[0]), name=name)
     from ..ranks import RankSet
 
     return RankSet.from_files(files, name=name or p.name)

@@ -1,0 +1,93 @@
+"""One small class per device backend: how torch.profiler must be set up for it.
+
+A `Backend` says which `ProfilerActivity` traces the device, which
+``experimental_config`` its profiler takes (and where that makes it write
+its own device trace, inside the run's folder), how to wait for the device,
+how many warm-up runs it needs, and what to report when its device trace
+did not arrive. `backend_for` picks the one for a device type.
+
+Adding a backend is one file in this package: a module that defines a
+`Backend` subclass named ``BACKEND`` (found by `registry`, no list to edit).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+class Backend:
+    """Profiling recipe of one device type; the defaults fit CUDA-like backends.
+
+    Attributes
+    ----------
+    device_type
+        ``torch.device`` type it serves (``cuda``, ``tpu`` ...); "" for the fallback.
+    label
+        Name shown to users (``TorchTPU``).
+    activity
+        Name of the `torch.profiler.ProfilerActivity` that traces the
+        device, or None when none does; ``PrivateUse1`` for out-of-tree backends.
+    min_warmup
+        Warm-up runs the backend needs before its steps are representative
+        (compile-heavy backends compile on the first calls).
+    device_dir
+        Subfolder of the run folder where the backend's profiler writes
+        its own device trace files, or None when the Kineto JSON holds them.
+    """
+
+    device_type: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    activity: ClassVar[str | None] = None
+    min_warmup: ClassVar[int] = 1
+    device_dir: ClassVar[str | None] = None
+
+    def experimental_config(self, run_dir: Path, rank: int | None) -> Any:
+        """The profiler's ``experimental_config`` for a run in ``run_dir``, or None for torch's default."""
+        return None
+
+    def synchronizer(self, torch: Any, index: int | None) -> Callable[[], None] | None:
+        """A call that waits for all queued device work, or None to use torch's generic ones."""
+        return None
+
+    def exporter(self, run_dir: Path) -> Callable[[Any, Path], None] | None:
+        """A call ``(profiler, trace_path)`` writing the Kineto trace, or None for ``export_chrome_trace``."""
+        return None
+
+    def check_output(self, run_dir: Path) -> list[str]:
+        """One line per way the device trace of a finished capture is missing or empty."""
+        return []
+
+    def setup_notes(self) -> list[str]:
+        """What the user must know before the run (e.g. the backend's config is unavailable)."""
+        return []
+
+
+@cache
+def registry() -> dict[str, type[Backend]]:
+    """``{device type: Backend class}`` of every module in this package."""
+    out: dict[str, type[Backend]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        cls = getattr(module, "BACKEND", None)
+        if isinstance(cls, type) and issubclass(cls, Backend) and cls.device_type:
+            out[cls.device_type] = cls
+    return out
+
+
+def backend_for(device_type: str, privateuse1_name: str | None = None) -> Backend:
+    """The `Backend` of a device type.
+
+    A type without a module of its own gets the generic one: traced through
+    ``PrivateUse1`` when it is this process's PrivateUse1 backend, else not at all.
+    """
+    cls = registry().get(device_type)
+    if cls is not None:
+        return cls()
+    from .generic import GenericBackend
+
+    return GenericBackend(device_type, privateuse1=device_type == privateuse1_name)
