@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import warnings
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -187,11 +189,29 @@ def _take(seq: Sequence[Any], idx: np.ndarray) -> Sequence[Any]:
 
 
 def _floats(values: Sequence[Any]) -> np.ndarray:
-    """Numbers (or None) → float64 array; anything else becomes NaN."""
+    """Numbers (or None, or numeric strings) → float64 array; anything else becomes NaN.
+
+    A value that is a list (``"ts": [1, 2]``) must not make the column two-dimensional.
+    """
     try:
-        return np.array(values, dtype=np.float64)
+        arr = np.array(values, dtype=np.float64)
+        if arr.ndim == 1:
+            return arr
     except (TypeError, ValueError, OverflowError):
-        return pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").to_numpy(np.float64)
+        pass
+    return np.fromiter(map(_as_float, values), np.float64, count=len(values))
+
+
+def _as_float(value: Any) -> float:
+    """One loose value as a float: numbers and numeric strings; NaN for anything else."""
+    if type(value) is float:
+        return value
+    if type(value) in (int, str):
+        try:
+            return float(value)
+        except (ValueError, OverflowError):
+            return math.nan
+    return math.nan
 
 
 def _ints(values: Sequence[Any], missing: int = -1) -> np.ndarray:
@@ -227,6 +247,11 @@ def _ints_at(objs: Sequence[Any], attr: str) -> np.ndarray:
         return _ints(list(map(attrgetter(attr), objs)))
 
 
+#: pid/tid of an event whose value is neither a number nor a name (a list, an
+#: object, a boolean): such events are skipped and counted.
+BAD_ID = np.iinfo(np.int64).min
+
+
 def _ids_at(objs: Sequence[Any], attr: str) -> np.ndarray:
     """pid/tid columns: ints normally, but Kineto also writes strings."""
     try:
@@ -234,10 +259,13 @@ def _ids_at(objs: Sequence[Any], attr: str) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         values = list(map(attrgetter(attr), objs))
         out = _ints(values)
-        # Strings that are not numbers (lane names) get stable negative ids.
         for i, v in enumerate(values):
-            if isinstance(v, str) and out[i] == -1:
-                out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
+            if isinstance(v, str):
+                if out[i] == -1:
+                    # Strings that are not numbers (lane names) get stable negative ids.
+                    out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
+            elif v is not None and type(v) not in (int, float):
+                out[i] = BAD_ID
         return out
 
 
@@ -259,13 +287,16 @@ def _text_value(value: Any) -> str | None:
     """A loose value as text: strings as they are, other JSON values serialised."""
     if value is None or type(value) is str:
         return value
-    return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode("utf-8", "replace")
+    try:
+        return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode("utf-8", "replace")
+    except TypeError:  # nested deeper than orjson writes: no text a person could use
+        return None
 
 
 def _compact_json(raw: bytes) -> str:
     try:
         return orjson.dumps(orjson.loads(raw)).decode()
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, TypeError):  # TypeError: nested deeper than orjson writes
         return raw.decode("utf-8", "replace")
 
 
@@ -349,6 +380,7 @@ _LAUNCH_FLOW = frozenset(K.LAUNCH_FLOW_CATEGORIES)
 _DEVICE_NUMBERS = ("bytes", "registers", "shared_memory", "occupancy", "blocks_per_sm", "warps_per_sm")
 _RAW_COLUMNS = frozenset({"grid", "block", "input_dims", "input_types", "concrete_inputs"})
 _SEP = b"\x1f"
+_BAD_ID_REASON = "event(s) with a pid or tid that is neither a number nor a name"
 
 
 class _Builder:
@@ -377,6 +409,7 @@ class _Builder:
         self.no_ph = 0
         self.not_events = 0
         self.utf8_replaced = 0
+        self.nonfinite = 0
 
     # -- decoding ---------------------------------------------------------- #
 
@@ -389,24 +422,28 @@ class _Builder:
         events, loose = self._decode(chunk, items)
         self._digest(events, loose)
 
-    def _decode(self, chunk: bytes, items: list[Any] | None) -> tuple[Sequence[Any], bool]:
+    def _decode(self, chunk: bytes | memoryview, items: list[Any] | None) -> tuple[Sequence[Any], bool]:
         try:
             return self.decoder.decode(chunk), False
         except msgspec.ValidationError:
             pass
         except msgspec.DecodeError as exc:
-            if "utf-8" not in str(exc).lower():
+            repaired = self._repair(chunk, exc)
+            if repaired is None:
                 if items is None:
                     raise _MisSplit from None
                 return self._decode_items(items), True
-            chunk = self._fix_utf8(chunk)
+            # The repaired text has other item boundaries than ``items``.
+            chunk, known = repaired, items
             items = None
             try:
                 return self.decoder.decode(chunk), False
             except msgspec.ValidationError:
                 pass
             except msgspec.DecodeError:
-                raise _MisSplit from None
+                if known is None:
+                    raise _MisSplit from None
+                return self._decode_items(known), True
         try:
             return LOOSE_EVENTS_DECODER.decode(chunk), True
         except (msgspec.ValidationError, msgspec.DecodeError):
@@ -417,6 +454,15 @@ class _Builder:
             except msgspec.DecodeError:
                 raise _MisSplit from None
         return self._decode_items(items), True
+
+    def _repair(self, chunk: bytes, exc: msgspec.DecodeError) -> bytes | None:
+        """The chunk with invalid UTF-8 replaced and NaN/Infinity quoted, or None if neither applies."""
+        fixed = chunk = bytes(chunk)
+        if "utf-8" in str(exc).lower():
+            fixed = self._fix_utf8(chunk)
+        quoted, n = quote_nonfinite(fixed)
+        self.nonfinite += n
+        return None if quoted is chunk else bytes(quoted)
 
     def _fix_utf8(self, chunk: bytes) -> bytes:
         text = bytes(chunk).decode("utf-8", errors="replace")
@@ -618,6 +664,8 @@ class _Builder:
             meta.skipped_reasons["item(s) that are not event objects"] = self.not_events
         if self.no_ph:
             meta.skipped_reasons["event(s) without a 'ph' type"] = self.no_ph
+        if self.nonfinite:
+            meta.warnings.append(_nonfinite_warning(meta.path, self.nonfinite))
         if self.utf8_replaced:
             meta.warnings.append(
                 f"{meta.path or 'trace'}: {self.utf8_replaced} invalid UTF-8 sequence(s) replaced with U+FFFD"
@@ -641,6 +689,7 @@ class _Builder:
         self.cols.clear()
         ts, dur = c["ts"], c["dur"]
         reasons = {
+            _BAD_ID_REASON.removeprefix("event(s) "): (c["pid"] == BAD_ID) | (c["tid"] == BAD_ID),
             "without a name": c["name"] < 0,
             "without a finite timestamp": ~np.isfinite(ts),
             "with a negative duration": dur < 0,
@@ -724,9 +773,19 @@ class _Builder:
         frame = pd.DataFrame(cols)
         frame["ts"] -= self.meta.t0_us
         good = np.isfinite(frame["ts"].to_numpy()) & np.isfinite(frame["bytes"].to_numpy())
+        good &= self._count_bad_ids(frame)
         if not good.all():
             frame = frame[good].reset_index(drop=True)
         return frame
+
+    def _count_bad_ids(self, frame: pd.DataFrame) -> np.ndarray:
+        """Rows whose pid and tid are usable; the others are counted as skipped."""
+        ok = (frame["pid"].to_numpy() != BAD_ID) & (frame["tid"].to_numpy() != BAD_ID)
+        bad = len(ok) - int(ok.sum())
+        if bad:
+            reasons = self.meta.skipped_reasons
+            reasons[_BAD_ID_REASON] = reasons.get(_BAD_ID_REASON, 0) + bad
+        return ok
 
     def _flow_frame(self) -> pd.DataFrame:
         cols = {k: np.concatenate(v) for k, v in self.flows.items()} or {
@@ -739,6 +798,7 @@ class _Builder:
         frame = pd.DataFrame(cols)
         frame["ts"] -= self.meta.t0_us
         good = (frame["id"].to_numpy() >= 0) & np.isfinite(frame["ts"].to_numpy())
+        good &= self._count_bad_ids(frame)
         if not good.all():
             frame = frame[good].reset_index(drop=True)
         return frame
@@ -756,7 +816,9 @@ def _from_codes(codes: np.ndarray, values: list[Any]) -> pd.Categorical:
 # --------------------------------------------------------------------------- #
 
 
-def parse_bytes(data: bytes, path: str | Path | None = None, *, defer_flows: bool | None = None) -> TraceData:
+def parse_bytes(
+    data: bytes | bytearray, path: str | Path | None = None, *, defer_flows: bool | None = None
+) -> TraceData:
     """Decode and parse the JSON bytes of a Kineto trace.
 
     Raises `TraceError` when the bytes are not a trace at all; malformed
@@ -771,7 +833,9 @@ def parse_bytes(data: bytes, path: str | Path | None = None, *, defer_flows: boo
     meta = TraceMeta(path=str(path) if path is not None else None)
     if defer_flows is None:
         defer_flows = path is not None
-    with gc_paused():
+    if data[:3] == _BOM:
+        data = data[3:]  # files lose theirs without a copy (`read_trace_bytes`)
+    with gc_paused(), _bounded(path):
         doc, data = _decode_document(data, path, meta)
         _read_document(doc, meta)
         try:
@@ -805,8 +869,35 @@ def parse_document(doc: Any, path: str | Path | None = None) -> TraceData:
 
 
 def parse_trace(path: str | Path) -> TraceData:
-    """Read, decode and parse one trace file."""
-    return parse_bytes(read_trace_bytes(path), path)
+    """Read, decode and parse one trace file, with the device traces written beside it.
+
+    See `loader.parse_with_device`: a TorchTPU run's XPlane file becomes
+    device events of the same trace.
+    """
+    from .loader import parse_with_device
+
+    return parse_with_device(path)
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@contextmanager
+def _bounded(path: str | Path | None) -> Iterator[None]:
+    """Turn what a hostile document does to the decoder into one `TraceError`.
+
+    JSON nested deeper than the interpreter's recursion limit (a ``[[[[``
+    bomb, or one event holding a 100k-level value) makes msgspec raise
+    RecursionError; no trace nests more than a few levels.
+    """
+    try:
+        yield
+    except RecursionError:
+        raise TraceError(
+            path, f"JSON nested too deeply (over about {sys.getrecursionlimit()} levels); not a trace"
+        ) from None
+    except MemoryError:
+        raise TraceError(path, "does not fit in the memory left; refusing to parse it") from None
 
 
 class _MisSplit(Exception):
@@ -862,7 +953,7 @@ def read_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
     For profiles parsed with their flows deferred (``meta.flows_unread``).
     """
     meta = TraceMeta(path=str(path))
-    with gc_paused():
+    with gc_paused(), _bounded(path):
         doc, data = _decode_document(read_trace_bytes(path), path, meta)
         try:
             return _flows_only(data, doc.traceEvents, False, t0_us)
@@ -894,7 +985,13 @@ def _chunks(data: bytes, raw: msgspec.Raw, by_items: bool) -> Iterator[tuple[byt
             m = _BETWEEN_EVENTS.search(data, a + CHUNK_BYTES, end)
             if m is not None:
                 b = data.index(b",", m.start(), m.end())
-        yield b"[" + view[a:b] + b"]", None
+        if a == start + 1 and b == end:
+            # The whole array in one piece (every small trace, or one that
+            # offers no boundary): decoded where it lies, not copied.
+            yield view[start : end + 1], None
+        else:
+            # One copy (``b"[" + piece + b"]"`` would make two).
+            yield b"".join((b"[", view[a:b], b"]")), None
         a = b + 1
 
 
@@ -934,19 +1031,61 @@ def _decode_document(
         try:
             doc = TraceDocument(traceEvents=RAW_DECODER.decode(data))
         except msgspec.DecodeError as exc:
-            raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
+            quoted, n = quote_nonfinite(data)
+            if not n:
+                raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
+            meta.warnings.append(_nonfinite_warning(path, n))
+            return _decode_document(quoted, path, meta, whole=True)
     except msgspec.DecodeError as exc:
-        if "utf-8" not in str(exc).lower():
+        if "utf-8" in str(exc).lower():
+            text = data.decode("utf-8", errors="replace")
+            replaced = max(1, text.count("\ufffd") - data.count("\ufffd".encode()))
+            meta.warnings.append(
+                f"{path or 'trace'}: {replaced} invalid UTF-8 sequence(s) replaced with U+FFFD"
+            )
+            return _decode_document(text.encode("utf-8"), path, meta, whole=True)
+        quoted, n = quote_nonfinite(data)
+        if not n:
             raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
-        text = data.decode("utf-8", errors="replace")
-        replaced = max(1, text.count("\ufffd") - data.count("\ufffd".encode()))
-        meta.warnings.append(f"{path or 'trace'}: {replaced} invalid UTF-8 sequence(s) replaced with U+FFFD")
-        return _decode_document(text.encode("utf-8"), path, meta, whole=True)
+        meta.warnings.append(_nonfinite_warning(path, n))
+        return _decode_document(quoted, path, meta, whole=True)
     if not len(doc.traceEvents):
         raise TraceError(path, "not a Kineto/Chrome trace: no 'traceEvents' key")
     if bytes(memoryview(doc.traceEvents)[:1]) != b"[":
         raise TraceError(path, "'traceEvents' is not a list of events")
     return doc, data
+
+
+#: A JSON string, or (group 1) a literal that JSON does not allow but some
+#: writers emit for non-finite floats (Python's json module among them).
+_NONFINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(-?Infinity|NaN)')
+
+
+def quote_nonfinite(data: bytes | bytearray | memoryview) -> tuple[bytes | bytearray | memoryview, int]:
+    """``NaN``, ``Infinity`` and ``-Infinity`` outside strings, turned into strings.
+
+    The events holding them then decode loosely, their value reads as a
+    non-finite number, and only those events are skipped (a ``ts`` or ``dur``
+    that is not finite), instead of the whole file failing to decode.
+    Returns the text and how many literals were quoted (0: ``data`` as it was).
+    """
+    if b"NaN" not in data and b"Infinity" not in data:
+        return data, 0
+    found = 0
+
+    def quote(m: re.Match[bytes]) -> bytes:
+        nonlocal found
+        if m.group(1) is None:
+            return m.group(0)
+        found += 1
+        return b'"' + m.group(1) + b'"'
+
+    quoted = _NONFINITE.sub(quote, data)
+    return (quoted, found) if found else (data, 0)
+
+
+def _nonfinite_warning(path: str | Path | None, n: int) -> str:
+    return f"{path or 'trace'}: {n} NaN/Infinity literal(s) (not JSON) read as non-finite numbers"
 
 
 #: The key of the events array and the array's opening bracket.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import os
+import re
+import stat
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -20,12 +22,77 @@ import orjson
 
 from ..errors import TraceError
 
-#: Refuse to inflate a file beyond this many bytes: a gzip bomb (or a trace that
-#: cannot possibly fit in memory) should be an error, not a frozen kernel.
-MAX_TRACE_BYTES = int(os.environ.get("TORCHPROF_MAX_TRACE_BYTES", 8 * 1024**3))
+#: What `default_max_bytes` allows of the memory available when no limit is set.
+#: Parsing holds the JSON text plus its columns and a decoded chunk; about
+#: three times the text at its peak, so a quarter of what is free leaves room.
+MEMORY_FRACTION = 0.25
+_FALLBACK_LIMIT = 8 * 1024**3
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
 _CHUNK = 16 * 1024 * 1024
+#: Anything but JSON whitespace: tells an empty file from a trace without copying it.
+_NOT_BLANK = re.compile(rb"[^ \t\r\n]")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still use, or None when unknown.
+
+    ``MemAvailable`` of ``/proc/meminfo``, capped by the cgroup's limit
+    (a container sees the host's memory there but may use only its share).
+    """
+    avail = None
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            with open(limit_file, "rb") as fh:
+                limit = int(fh.read().strip())
+            with open(usage_file, "rb") as fh:
+                used = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue  # "max" (no limit), or no such cgroup version
+        avail = min(avail, max(limit - used, 0))
+        break
+    return avail
+
+
+def default_max_bytes() -> int:
+    """How many bytes of JSON a trace may hold (``$TORCHPROF_MAX_TRACE_BYTES`` overrides).
+
+    A fraction (`MEMORY_FRACTION`) of the memory available now, so that a
+    gzip bomb, or a trace that cannot fit, is an error naming the limit
+    instead of a kernel killed by the out-of-memory killer.
+    """
+    env = os.environ.get("TORCHPROF_MAX_TRACE_BYTES", "").strip()
+    if env.isdigit() and len(env) < 20:
+        return int(env)
+    avail = available_memory()
+    if avail is None:
+        return _FALLBACK_LIMIT
+    return max(int(avail * MEMORY_FRACTION), 64 * 1024**2)
+
+
+#: The limit when this module was imported (`default_max_bytes` is asked anew at each read).
+MAX_TRACE_BYTES = default_max_bytes()
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n < 10e9 else f"{n / 1e9:.1f} GB"
 
 
 @contextmanager
@@ -45,76 +112,107 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_trace_bytes(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> bytes:
+def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | bytearray:
     """Return the JSON bytes of a ``.json`` or ``.json.gz`` trace file.
 
     Gzip is recognised by its magic number, not by the suffix, because traces
-    are often renamed. Raises `TraceError` for a missing, empty, truncated or
-    oversized file.
+    are often renamed. A UTF-8 byte order mark is dropped. ``max_bytes``
+    (default `default_max_bytes`) bounds the JSON text; a gzip file is
+    inflated in bounded pieces and abandoned as soon as it passes the limit.
+
+    Raises `TraceError` for a missing, empty, truncated or oversized file,
+    and for anything that is not a regular file (a FIFO or a device would
+    block or never end).
     """
     p = Path(path)
-    if not p.exists():
-        raise TraceError(p, "no such file")
-    if p.is_dir():
-        raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it")
+    limit = default_max_bytes() if max_bytes is None else max_bytes
     try:
-        with open(p, "rb") as fh:
-            head = fh.read(2)
-            fh.seek(0)
-            if head == _GZIP_MAGIC:
-                data = _inflate(fh, p, max_bytes)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise TraceError(p, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it") from None
+    except OSError as exc:
+        raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        with open(fd, "rb", closefd=True) as fh:
+            st = os.fstat(fh.fileno())
+            if stat.S_ISDIR(st.st_mode):
+                raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it")
+            if not stat.S_ISREG(st.st_mode):
+                raise TraceError(p, "is not a regular file (a pipe or a device); refusing to read it")
+            head = fh.read(3)
+            if head[:2] == _GZIP_MAGIC:
+                fh.seek(0)
+                data = _inflate(fh, p, limit)
             else:
-                size = os.fstat(fh.fileno()).st_size
-                if size > max_bytes:
+                if st.st_size > limit:
                     raise TraceError(
-                        p, f"file is {size / 1e9:.1f} GB, over the {max_bytes / 1e9:.1f} GB limit"
+                        p, f"file is {_gb(st.st_size)}, over the {_gb(limit)} limit{_HOW_TO_RAISE}"
                     )
+                if head != _BOM:
+                    fh.seek(0)
                 data = fh.read()
     except OSError as exc:
         raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None
-    if not data.strip():
+    except MemoryError:
+        raise TraceError(p, "does not fit in the memory left; refusing to read it") from None
+    if _NOT_BLANK.search(data) is None:
         raise TraceError(p, "file is empty")
     return data
 
 
-def _inflate(fh: Any, path: Path, max_bytes: int) -> bytes:
-    # zlib with wbits=47 reads gzip (and zlib) headers; reading in chunks lets us
-    # stop a bomb early and tell a truncated file from a corrupt one.
+_HOW_TO_RAISE = " (set TORCHPROF_MAX_TRACE_BYTES to raise it)"
+
+
+def _inflate(fh: Any, path: Path, max_bytes: int) -> bytearray:
+    """The inflated content of a gzip file, never more than ``max_bytes`` of it.
+
+    zlib with wbits=47 reads gzip (and zlib) headers. Each call inflates at
+    most `_CHUNK` bytes into a growing bytearray (grown in place: large
+    buffers are remapped, not copied), so the peak stays near the content's
+    size plus one piece, and a bomb stops one piece past the limit. Reading
+    in pieces also tells a truncated file from a corrupt one.
+    """
     inflater = zlib.decompressobj(47)
-    parts: list[bytes] = []
-    total = 0
+    out = bytearray()
     try:
         while True:
             chunk = fh.read(_CHUNK)
             if not chunk:
                 break
-            out = inflater.decompress(chunk, max(1, max_bytes + 1 - total))
-            total += len(out)
-            parts.append(out)
-            if total > max_bytes or inflater.unconsumed_tail:
-                raise TraceError(path, f"inflates to more than {max_bytes / 1e9:.1f} GB; refusing to read it")
-            # A gzip file may hold several members back to back.
-            while inflater.eof and inflater.unused_data:
-                rest = inflater.unused_data
-                inflater = zlib.decompressobj(47)
-                out = inflater.decompress(rest, max(1, max_bytes + 1 - total))
-                total += len(out)
-                parts.append(out)
-        tail = inflater.flush()
-        parts.append(tail)
+            while chunk:
+                out += inflater.decompress(chunk, _CHUNK)
+                if len(out) > max_bytes:
+                    raise TraceError(
+                        path,
+                        f"inflates to more than {_gb(max_bytes)}, the limit for this machine"
+                        f"{_HOW_TO_RAISE}; refusing to read it",
+                    )
+                chunk = inflater.unconsumed_tail
+                # A gzip file may hold several members back to back.
+                if inflater.eof and inflater.unused_data:
+                    chunk = inflater.unused_data
+                    inflater = zlib.decompressobj(47)
+        out += inflater.flush()
     except zlib.error as exc:
         raise TraceError(path, f"corrupt gzip data ({exc})") from None
     if not inflater.eof:
         raise TraceError(path, "gzip stream is truncated (the file was cut short)")
-    return b"".join(parts)
+    if out[:3] == _BOM:
+        del out[:3]
+    return out
 
 
-def decode_json(data: bytes, path: str | Path | None = None) -> Any:
+def decode_json(data: bytes | bytearray, path: str | Path | None = None) -> Any:
     """Decode JSON bytes with orjson, the garbage collector paused.
 
     Invalid UTF-8 inside strings (seen in traces whose op names came from C
-    strings) is replaced rather than fatal, with a warning.
+    strings) is replaced rather than fatal, with a warning. A byte order
+    mark is dropped.
     """
+    if data[:3] == _BOM:
+        data = data[3:]
     with gc_paused():
         try:
             return orjson.loads(data)
@@ -139,6 +237,6 @@ def _short(msg: str, limit: int = 160) -> str:
     return msg if len(msg) <= limit else msg[: limit - 1] + "…"
 
 
-def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> Any:
+def read_trace(path: str | Path, max_bytes: int | None = None) -> Any:
     """Read and decode a trace file into its JSON document."""
     return decode_json(read_trace_bytes(path, max_bytes), path)
