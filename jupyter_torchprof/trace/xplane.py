@@ -600,6 +600,11 @@ def merge_into_kineto(data: bytes, events: list[dict[str, Any]]) -> bytes:
 
 def xspace_document(space: XSpace, name: str = "") -> bytes:
     """A Kineto-shaped JSON document of an XPlane file alone (host plane included)."""
-    found = device_events(space, 0, host=True)
-    doc = {"traceEvents": found.events, "traceName": name}
+    # Times relative to the session's start, as Kineto's baseTimeNanoseconds
+    # does: epoch microseconds in a double are only 0.25 µs apart.
+    start = profile_start_ns(space)
+    stamps = [line.timestamp_ns for plane in space.planes for line in plane.lines if line.events]
+    base = start + min(stamps, default=0)
+    found = device_events(space, base, host=True)
+    doc = {"traceEvents": found.events, "traceName": name, "baseTimeNanoseconds": base}
     return orjson.dumps(doc)

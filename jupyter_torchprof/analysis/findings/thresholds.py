@@ -105,6 +105,16 @@ class Thresholds:
     straggler_ratio: float = 1.10
     straggler_high_ratio: float = 1.25
 
+    # -- 10. short device bursts (XLA devices: TPU) -----------------------------
+    #: Device work separated by less idle than this is one burst (an XLA
+    #: program's ops follow each other within microseconds).
+    burst_gap_us: float = 50.0
+    #: This many bursts in one step means the step's program was split
+    #: (a whole step normally runs as one or a few programs).
+    burst_min_per_step: int = 8
+    #: ... when the bursts are short: long ones are real programs, not pieces.
+    burst_short_us: float = 200.0
+
     # -- linking ----------------------------------------------------------------
     #: Event rows kept per finding: enough to click through, small enough to keep
     #: the table light on million-event traces.
