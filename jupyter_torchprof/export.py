@@ -270,4 +270,27 @@ def export(profile: Profile, path: str | Path, force: bool = False, table: str =
             _write_one(profile, target, fmt, tbl, result)
         except OSError as exc:
             raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
+    if len(items) > 1:
+        _copy_device_files(profile, items[0][0].parent, result)
     return result
+
+
+def _copy_device_files(profile: Profile, folder: Path, result: ExportResult) -> None:
+    """A folder export keeps the device traces (XPlane, Neuron files) where the loader finds them again."""
+    from .trace.loader import device_files
+
+    trace = profile.trace_path
+    if trace is None:
+        return
+    copied = 0
+    for src in device_files(trace, profile.meta.rank):
+        target = folder / src.relative_to(trace.parent)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, target)
+        except OSError as exc:
+            raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
+        result.paths.append(target)
+        copied += 1
+    if copied:
+        result.messages.append(f"{copied} device trace file(s) copied beside the trace (load() finds them)")

@@ -316,3 +316,17 @@ def test_tpu_many_short_bursts_rule() -> None:
     assert rows["detail"].str.contains(r"\.item\(\)").all()
     one = load(TPU).findings
     assert not (one["rule"] == "device_bursts").any()
+
+
+def test_folder_export_keeps_the_device_trace(tmp_path: Path) -> None:
+    """Exporting a TPU profile to a folder copies its XPlane; loading the folder reads it again."""
+    prof = load(TPU)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = prof.export(out)
+    copied = [p for p in result.paths if p.name.endswith(".xplane.pb")]
+    assert len(copied) == 1 and copied[0].read_bytes() == _xplane_of(TPU).read_bytes()
+    again = load(out)
+    assert again.kernels.set_index("name")["total_us"].to_dict() == pytest.approx(
+        prof.kernels.set_index("name")["total_us"].to_dict()
+    )

@@ -106,6 +106,13 @@ def xplanes_for(trace: Path, rank: int | None = None) -> list[Path]:
     return files
 
 
+def device_files(trace: Path, rank: int | None = None) -> list[Path]:
+    """The device-trace files kept with a trace: its XPlane files and Neuron Explorer's files."""
+    from .neuron import neuron_files
+
+    return sorted(set(xplanes_for(trace, rank)) | set(neuron_files(trace.parent)))
+
+
 def _is_xprof_sibling(xplane: Path, trace: Path) -> bool:
     """Whether ``trace`` is the Chrome-trace copy xprof wrote of ``xplane`` (``<host>.trace.json.gz``)."""
     return trace.parent == xplane.parent and trace.name.startswith(
