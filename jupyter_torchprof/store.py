@@ -17,6 +17,7 @@ id can never name a path outside the store.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
@@ -25,6 +26,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import threading
 import time
 import zlib
@@ -39,6 +41,34 @@ SCHEMA = 1
 #: lowercase suffix (``-eager``). No dots, no separators: an id is always one
 #: plain folder name inside the store.
 RUN_ID_RE = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}(?:-[a-z0-9]{1,16})?")
+
+#: A run.json is a few kilobytes (the cell's source is the biggest part);
+#: anything far larger is not one of ours and is not read.
+MAX_INFO_BYTES = 4 << 20
+#: Fields the sidebar reads from run.json, and the JSON types each may have;
+#: a run.json that breaks this is listed as damaged (the sidebar would fail on it).
+_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "created": (int, float),
+    "name": (str,),
+    "kind": (str,),
+    "device": (str,),
+    "status": (str,),
+    "notebook": (str,),
+    "cell": (str,),
+    "source": (str,),
+    "role": (str,),
+    "pair": (str,),
+    "error": (str,),
+    "host": (str,),
+    "pid": (int,),
+    "steps": (int, float),
+    "events": (int, float),
+    "ranks": (int, float),
+    "top_ops": (list,),
+    "notes": (list,),
+}
+#: Largest process id any system hands out (Linux: 2**22); a bigger one is not a pid.
+_MAX_PID = 2**31 - 1
 
 _pending_compressions: list[threading.Thread] = []
 
@@ -66,15 +96,104 @@ def _process_alive(pid: object, host: object) -> bool:
     """
     if host != socket.gethostname():
         return True
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= _MAX_PID:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:  # exists, owned by someone else
         return True
+    except (OSError, OverflowError, ValueError):  # no such process, or not a pid here
+        return False
     return True
+
+
+def mount_point(path: str | os.PathLike[str]) -> str:
+    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    while not os.path.ismount(p):
+        p = os.path.dirname(p)
+    return p
+
+
+def disk_error(exc: OSError, path: str | os.PathLike[str]) -> OSError:
+    """``exc`` as an OSError whose ``strerror`` is one line a person can act on.
+
+    A full disk (or quota) says which file system: "no space left on /home
+    (writing …/run.json)". Other errors keep their errno and say which file.
+    """
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "no space left on" if exc.errno == errno.ENOSPC else "disk quota exceeded on"
+        return OSError(exc.errno, f"{what} {mount_point(path)} (writing {path})")
+    return OSError(exc.errno, f"{exc.strerror or exc} ({exc.filename or path})")
+
+
+def _discard(tmp: Path) -> None:
+    # A half-written temporary file would keep eating the space that ran out.
+    try:
+        tmp.unlink()
+    except OSError:
+        pass
+
+
+class UnfitFile(ValueError):
+    """A file that is not read: a symlink, not a regular file, or too large."""
+
+
+def _first_line(exc: BaseException, limit: int = 100) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def read_small_file(path: Path, limit: int) -> bytes:
+    """The bytes of a plain file, refusing symlinks, FIFOs, devices and files over ``limit``.
+
+    Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``, so a
+    FIFO can never block the caller (a server's event loop, a listing).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    UnfitFile
+        Anything else that makes the file unfit, in words.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise UnfitFile("is a symlink; not followed") from None
+        raise UnfitFile(f"cannot be opened ({exc.strerror or exc})") from None
+    with open(fd, "rb", closefd=True) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise UnfitFile("is not a regular file (a pipe, a device or a folder)")
+        if st.st_size > limit:
+            raise UnfitFile(f"is {st.st_size / 2**20:.1f} MiB, too large to be a run's record")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise UnfitFile(f"is over {limit / 2**20:.0f} MiB, too large to be a run's record")
+    return data
+
+
+def _info_problem(data: dict[str, Any]) -> str | None:
+    """What makes a decoded run.json unusable, or None."""
+    for key, types in _INFO_TYPES.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"run.json: {key!r} is not a {' or '.join(t.__name__ for t in types)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"run.json: {key!r} is not a finite number"
+    for op in data.get("top_ops") or []:
+        if not isinstance(op, dict) or not isinstance(op.get("name"), str):
+            return "run.json: 'top_ops' holds something that is not an op"
+    return None
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -106,22 +225,36 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` as JSON to ``path`` so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     payload = json.dumps(_json_safe(data), indent=1, ensure_ascii=False, allow_nan=False)
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        _discard(tmp)
+        raise disk_error(exc, path) from None
 
 
 def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = True) -> None:
     """Gzip ``src`` into ``dest`` atomically.
 
     Level 1: traces are large and compress about tenfold even at the fastest level.
+    The gzip header names ``dest`` without ``.gz`` (``trace.json``), not the
+    temporary file it is written to.
     """
     tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
-    with open(src, "rb") as fin, gzip.GzipFile(tmp, "wb", compresslevel=level, mtime=0) as fout:
-        shutil.copyfileobj(fin, fout, 16 * 1024 * 1024)
-    os.replace(tmp, dest)
+    try:
+        with (
+            open(src, "rb") as fin,
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename=dest.name, mode="wb", compresslevel=level, fileobj=raw, mtime=0) as fout,
+        ):
+            shutil.copyfileobj(fin, fout, 16 * 1024 * 1024)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        _discard(tmp)
+        raise disk_error(exc, dest) from None
     if remove_source:
         try:
             src.unlink()
@@ -177,6 +310,14 @@ def trace_files(run_dir: Path) -> list[Path]:
     return found
 
 
+def _is_regular(path: Path) -> bool:
+    """Whether ``path`` itself (not what a symlink names) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def safe_trace_name(name: str) -> str:
     """A loaded trace's file name reduced to plain characters (kept recognisable)."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name).lstrip(".") or "trace.json"
@@ -204,7 +345,10 @@ class RunStore:
         run_id = run_id or new_run_id()
         if not is_run_id(run_id):
             raise ValueError(f"not a run id: {run_id!r}")
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise disk_error(exc, self.root) from None
         run_dir = self.root / run_id
         run_dir.mkdir()
         placeholder = {
@@ -215,7 +359,11 @@ class RunStore:
             "pid": os.getpid(),
             "host": socket.gethostname(),
         }
-        write_json_atomic(run_dir / RUN_FILE, placeholder)
+        try:
+            write_json_atomic(run_dir / RUN_FILE, placeholder)
+        except OSError:
+            shutil.rmtree(run_dir, ignore_errors=True)  # no empty folder listed as damaged
+            raise
         return run_dir
 
     def write_info(self, run_dir: Path, info: dict[str, Any]) -> None:
@@ -229,17 +377,28 @@ class RunStore:
         ``damaged`` is set (with a ``problem`` in words) when it is missing or
         cannot be read, or when the run was never finished by a process that
         is gone; ``running`` is set while its process is still at work.
+        Never raises for what is in the folder: a run.json that is a symlink,
+        a FIFO or a device, too large, nested too deeply, not JSON, or with
+        fields of the wrong type is reported as damaged, with the reason.
         """
         run_dir = self.root / run_id
         try:
-            with open(run_dir / RUN_FILE, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if not isinstance(data, dict):
-                raise ValueError("run.json is not an object")
+            data = json.loads(read_small_file(run_dir / RUN_FILE, MAX_INFO_BYTES))
         except FileNotFoundError:
             return self._damaged(run_id, "run.json is missing")
-        except (OSError, ValueError) as exc:
-            return self._damaged(run_id, f"run.json unreadable ({exc.__class__.__name__})")
+        except UnfitFile as exc:
+            return self._damaged(run_id, f"run.json {exc}")
+        except ValueError as exc:  # not JSON, not UTF-8, a number of 5,000 digits ...
+            return self._damaged(run_id, f"run.json unreadable: not valid JSON ({_first_line(exc)})")
+        except RecursionError:
+            return self._damaged(run_id, "run.json unreadable (nested too deeply)")
+        except OSError as exc:
+            return self._damaged(run_id, f"run.json unreadable ({exc.strerror or exc.__class__.__name__})")
+        if not isinstance(data, dict):
+            return self._damaged(run_id, "run.json unreadable (not an object)")
+        problem = _info_problem(data)
+        if problem is not None:
+            return self._damaged(run_id, problem)
         data["id"] = run_id
         if data.get("status") == "running":
             if _process_alive(data.get("pid"), data.get("host")):
@@ -295,10 +454,14 @@ class RunStore:
         return run_dir
 
     def locate_traces(self, run_id: str) -> list[Path]:
-        """The run's trace files that are plain files inside its folder (no symlinks)."""
+        """The run's trace files that are regular files inside its folder.
+
+        Symlinks, FIFOs and devices are never offered: opening a FIFO would
+        block its reader until something writes to it.
+        """
         run_dir = self.locate(run_id)
         real = run_dir.resolve()
-        return [p for p in trace_files(run_dir) if not p.is_symlink() and p.resolve().parent == real]
+        return [p for p in trace_files(run_dir) if _is_regular(p) and p.resolve().parent == real]
 
     def add_trace(self, run_dir: Path, source: Path, name: str | None = None) -> Path:
         """Keep a copy of a loaded trace in a run folder.
@@ -315,8 +478,12 @@ class RunStore:
             return dest
         dest = run_dir / name
         tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, dest)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, dest)
+        except OSError as exc:
+            _discard(tmp)
+            raise disk_error(exc, dest) from None
         return dest
 
     def delete(self, run_id: str) -> None:

@@ -18,6 +18,12 @@ folders and traces must be plain files inside the store (no symlinks out).
 Tables are computed at request time with the same parser and analysis as the
 magic, so a run opens without the kernel that made it. pandas and the analysis
 are imported inside the handlers: the server extension itself stays light.
+
+No file is opened on the event loop (a FIFO in the store would stall every
+endpoint of the server): store reads run on a small pool of their own, so a
+listing is not queued behind timeline builds, which run on another pool
+(`Pools`). A trace that cannot be read or analysed is a 422 naming the file;
+a bad query parameter a 400 naming the parameter.
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +52,33 @@ MAX_ROWS = 20000
 #: Glyphs the timeline may draw (its level of detail keeps big traces fluid).
 TIMELINE_GLYPHS = 20000
 CHUNK = 1 << 20
+#: Query numbers: ASCII digits only (``str.isdigit`` also takes "²"), and few
+#: enough that ``int()`` is cheap (Python refuses more than 4,300 digits).
+_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+class Pools:
+    """The server's own worker threads: one pool for store reads, one for analysis.
+
+    Listing runs reads a few small files; parsing a trace or building a
+    timeline takes seconds. On one shared pool the listing waits behind the
+    builds (``GET runs`` went from 94 ms to 1.8 s); apart, it does not.
+
+    Parameters
+    ----------
+    store_threads, work_threads
+        Sizes of the two pools.
+    """
+
+    def __init__(self, store_threads: int = 4, work_threads: int | None = None) -> None:
+        work_threads = work_threads or min(4, os.cpu_count() or 1)
+        self.store = ThreadPoolExecutor(store_threads, thread_name_prefix="torchprof-store")
+        self.work = ThreadPoolExecutor(work_threads, thread_name_prefix="torchprof-work")
+
+    def shutdown(self) -> None:
+        """Stop both pools (pending work is dropped)."""
+        for pool in (self.store, self.work):
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def store_root(root_dir: str | os.PathLike[str] | None) -> Path:
@@ -175,34 +211,65 @@ class RunsBase(APIHandler):
         except LookupError:
             raise web.HTTPError(404, "no such run") from None
 
-    def trace_path(self, run_id: str) -> tuple[Path, list[Path]]:
+    @property
+    def pools(self) -> Pools:
+        """The worker pools of this server (see `Pools`)."""
+        return self.settings["torchprof_pools"]
+
+    def number_argument(self, name: str, default: int) -> int:
+        """A whole-number query parameter, or 400 naming it."""
+        raw = self.get_argument(name, None)
+        if raw is None:
+            return default
+        if not _NUMBER.fullmatch(raw):
+            raise web.HTTPError(400, f"{name} must be a whole number (0 to 999999999)")
+        return int(raw)
+
+    async def trace_path(self, run_id: str) -> tuple[Path, list[Path]]:
         """The trace chosen by ``?trace=`` (default the first) and all of the run's traces."""
-        self.run_dir(run_id)
-        traces = self.store.locate_traces(run_id)
+        index = self.number_argument("trace", 0)
+        traces = await self.in_store(lambda: self.located_traces(run_id))
         if not traces:
             raise web.HTTPError(404, "this run has no trace (yet)")
-        raw = self.get_argument("trace", "0")
-        if not raw.isdigit() or int(raw) >= len(traces):
+        if index >= len(traces):
             raise web.HTTPError(400, f"trace must be an index below {len(traces)}")
-        return traces[int(raw)], traces
+        return traces[index], traces
+
+    def located_traces(self, run_id: str) -> list[Path]:
+        """`RunStore.locate_traces`, with 404 for a run that does not exist (call off the loop)."""
+        self.run_dir(run_id)
+        return self.store.locate_traces(run_id)
 
     def limit(self) -> int:
         """Rows per table asked for with ``?limit=`` (bounded)."""
-        raw = self.get_argument("limit", str(DEFAULT_ROWS))
-        if not raw.isdigit():
-            raise web.HTTPError(400, "limit must be a number")
-        return min(int(raw), MAX_ROWS)
+        return min(self.number_argument("limit", DEFAULT_ROWS), MAX_ROWS)
+
+    async def in_store(self, fn: Callable[[], Any]) -> Any:
+        """Run a store read or write (small files) on the store pool, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.pools.store, fn)
 
     async def compute(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` on a worker thread; a trace that cannot be read is a clear 422."""
+        """Run ``fn`` (parse, analyse) on the work pool; a trace that cannot be read is a clear 422.
+
+        Anything else going wrong inside is also a 422 naming the exception
+        (with the traceback in the server log): the trace could not be
+        analysed, and the server carries on.
+        """
         from ..errors import TorchProfError
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(None, fn)
+            return await asyncio.get_running_loop().run_in_executor(self.pools.work, fn)
+        except web.HTTPError:
+            raise
         except TorchProfError as exc:
             raise web.HTTPError(422, str(exc)) from None
         except FileNotFoundError:
             raise web.HTTPError(404, "the trace is gone") from None
+        except Exception as exc:  # noqa: BLE001 - one clear line, never a 500 for a bad file
+            self.log.exception("jupyter_torchprof: could not analyse a trace")
+            raise web.HTTPError(
+                422, f"could not analyse the trace ({type(exc).__name__}: {exc})"[:500]
+            ) from None
 
     def write_json(self, data: Any) -> None:
         """Finish with ``data`` as strict JSON."""
@@ -225,7 +292,7 @@ class RunListHandler(RunsBase):
                 "timeline": timeline_available(),
             }
 
-        self.write_json(await self.compute(work))
+        self.write_json(await self.in_store(work))
 
 
 class RunHandler(RunsBase):
@@ -234,23 +301,32 @@ class RunHandler(RunsBase):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         """One run's ``run.json`` (with ``damaged`` and ``problem`` when unreadable)."""
-        self.run_dir(run_id)
-        info = self.store.read_info(run_id)
-        info["traces"] = [p.name for p in self.store.locate_traces(run_id)]
-        self.write_json(info)
+
+        def work() -> dict[str, Any]:
+            traces = self.located_traces(run_id)
+            info = self.store.read_info(run_id)
+            info["traces"] = [p.name for p in traces]
+            return info
+
+        self.write_json(await self.in_store(work))
 
     @web.authenticated
     async def delete(self, run_id: str) -> None:
         """Delete the run's folder; a run still being written is refused (409)."""
-        run_dir = self.run_dir(run_id)
-        if self.store.read_info(run_id).get("running"):
-            raise web.HTTPError(409, "this run is still being written by its kernel")
-        try:
-            self.store.delete(run_id)
-        except LookupError:
-            raise web.HTTPError(404, "no such run") from None
-        except OSError as exc:
-            raise web.HTTPError(500, f"could not delete the run: {exc.strerror or exc}") from None
+
+        def work() -> Path:
+            run_dir = self.run_dir(run_id)
+            if self.store.read_info(run_id).get("running"):
+                raise web.HTTPError(409, "this run is still being written by its kernel")
+            try:
+                self.store.delete(run_id)
+            except LookupError:
+                raise web.HTTPError(404, "no such run") from None
+            except OSError as exc:
+                raise web.HTTPError(500, f"could not delete the run: {exc.strerror or exc}") from None
+            return run_dir
+
+        run_dir = await self.in_store(work)
         self.cache.forget(run_dir)
         self.set_status(204)
         self.finish()
@@ -262,9 +338,9 @@ class RunTablesHandler(RunsBase):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         """Compute (or reuse) the tables of the chosen trace."""
-        path, traces = self.trace_path(run_id)
         limit = self.limit()
-        info = self.store.read_info(run_id)
+        path, traces = await self.trace_path(run_id)
+        info = await self.in_store(lambda: self.store.read_info(run_id))
 
         def work() -> dict[str, Any]:
             key = ("tables", *ProfileCache.file_key(path), limit)
@@ -304,24 +380,20 @@ class RunTraceHandler(RunsBase):
         # As jupyter_server's own file downloads: a cookie-authenticated GET
         # must carry the XSRF token (query ``_xsrf``) or come from this origin.
         self.check_xsrf_cookie()
-        path, _ = self.trace_path(run_id)
+        path, _ = await self.trace_path(run_id)
         name = f"{run_id}.pt.trace.json.gz" if path.name == "trace.json.gz" else f"{run_id}-{path.name}"
         if path.name == "trace.json":
             name = f"{run_id}.pt.trace.json"
-        try:
-            fh = open(path, "rb")  # noqa: SIM115 - streamed below, closed in finally
-        except FileNotFoundError:
-            raise web.HTTPError(404, "the trace is gone") from None
+        fh, size = await self.in_store(lambda: _open_regular(path))
         kind = "application/gzip" if path.name.endswith(".gz") else "application/json"
         try:
-            size = os.fstat(fh.fileno()).st_size
             # headers go out with the first chunk, so the type is set before it
             self.set_header("Content-Type", kind)
             self.set_header("Content-Length", str(size))
             self.set_header("Content-Disposition", f'attachment; filename="{name}"')
             self.set_header("Cache-Control", "no-store")
             while True:
-                chunk = fh.read(CHUNK)
+                chunk = await self.in_store(lambda: fh.read(CHUNK))
                 if not chunk:
                     break
                 self.write(chunk)
@@ -331,31 +403,49 @@ class RunTraceHandler(RunsBase):
         self.finish(set_content_type=kind)
 
 
+def _open_regular(path: Path) -> tuple[Any, int]:
+    """An open regular file and its size; 404 when gone, 422 for a FIFO or device swapped in.
+
+    ``O_NONBLOCK``: opening a FIFO for reading would otherwise wait for a writer.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise web.HTTPError(404, "the trace is gone") from None
+    except OSError as exc:
+        raise web.HTTPError(422, f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+    fh = open(fd, "rb")  # noqa: SIM115 - the caller streams it and closes it
+    st = os.fstat(fh.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        fh.close()
+        raise web.HTTPError(422, f"{path.name}: is not a regular file; not served")
+    return fh, st.st_size
+
+
 class RunTimelineHandler(RunsBase):
     """``GET runs/<id>/timeline``: the timeline as a bokeh ``json_item``."""
 
     @web.authenticated
     async def get(self, run_id: str) -> None:
         """Build the timeline with ``views.timeline.build_timeline`` (501 while it is missing)."""
-        path, _ = self.trace_path(run_id)
+        glyphs = self.number_argument("max_glyphs", TIMELINE_GLYPHS)
+        path, _ = await self.trace_path(run_id)
         try:
             from ..views.timeline import build_timeline
         except ImportError:
             raise web.HTTPError(
                 501, "the timeline view is not available in this version of jupyter_torchprof"
             ) from None
-        glyphs = self.get_argument("max_glyphs", str(TIMELINE_GLYPHS))
-        if not glyphs.isdigit():
-            raise web.HTTPError(400, "max_glyphs must be a number")
 
         def work() -> Any:
             from bokeh.embed import json_item
 
             def build() -> Any:
-                model = build_timeline(self.cache.profile(path), window=None, max_glyphs=int(glyphs))
+                model = build_timeline(self.cache.profile(path), window=None, max_glyphs=glyphs)
                 return json_item(model)
 
-            return self.cache.payload(("timeline", *ProfileCache.file_key(path), int(glyphs)), build)
+            return self.cache.payload(("timeline", *ProfileCache.file_key(path), glyphs), build)
 
         self.write_json(await self.compute(work))
 
@@ -369,12 +459,12 @@ class CompareHandler(RunsBase):
         ids = [self.get_argument(k, "") for k in ("a", "b")]
         if not all(is_run_id(i) for i in ids):
             raise web.HTTPError(400, "compare needs two run ids: ?a=<id>&b=<id>")
+        limit = self.limit()
         paths = []
         for run_id in ids:
-            path, _ = self.trace_path(run_id)
+            path, _ = await self.trace_path(run_id)
             paths.append(path)
-        infos = [self.store.read_info(i) for i in ids]
-        limit = self.limit()
+        infos = await self.in_store(lambda: [self.store.read_info(i) for i in ids])
         labels = (str(infos[0].get("name") or ids[0]), str(infos[1].get("name") or ids[1]))
 
         def work() -> dict[str, Any]:
@@ -422,4 +512,17 @@ def setup_runs(web_app: Any, root_dir: str | os.PathLike[str] | None) -> Path:
     os.environ["TORCHPROF_RUN_DIR"] = str(root)
     web_app.settings["torchprof_store"] = RunStore(root)
     web_app.settings["torchprof_cache"] = ProfileCache()
+    web_app.settings["torchprof_pools"] = shared_pools()
     return root
+
+
+_POOLS: list[Pools] = []
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pools() -> Pools:
+    """The process's `Pools` (one server per process; tests start many, and share them)."""
+    with _POOLS_LOCK:
+        if not _POOLS:
+            _POOLS.append(Pools())
+        return _POOLS[0]
