@@ -201,12 +201,18 @@ class Profile:
         return data.flows
 
     def op_table(
-        self, group_by: str = "name", flops: bool | None = None, include_python: bool = False
+        self,
+        group_by: str = "name",
+        flops: bool | None = None,
+        include_python: bool = False,
+        per_step: bool = False,
     ) -> pd.DataFrame:
         """The op table, grouped by ``name``, ``shape``, ``stack`` or ``module``.
 
         See `analysis.ops.op_table` for the columns. ``flops`` defaults to on
-        when the capture asked for FLOPs and shapes were recorded.
+        when the capture asked for FLOPs and shapes were recorded. Times,
+        calls, memory and FLOPs are totals over the profiled steps (as in
+        ``key_averages()``); ``per_step=True`` divides them by `step_count`.
         """
         if flops is None:
             flops = self._wants_flops
@@ -216,7 +222,16 @@ class Profile:
             cache[key] = ops_mod.op_table(
                 self._data.events, self._costs, group_by=group_by, flops=flops, include_python=include_python
             )
-        return cache[key]
+        return ops_mod.per_step(cache[key], self.step_count) if per_step else cache[key]
+
+    def kernel_table(self, per_step: bool = False) -> pd.DataFrame:
+        """`kernels`, or with ``per_step=True`` its calls, time and bytes per step."""
+        return ops_mod.per_step(self.kernels, self.step_count) if per_step else self.kernels
+
+    @property
+    def step_count(self) -> int:
+        """Steps the op and kernel totals are summed over (1 for a trace without steps)."""
+        return max(int(self.summary["steps"]), 1)
 
     @property
     def _wants_flops(self) -> bool:
@@ -227,12 +242,16 @@ class Profile:
 
     @property
     def ops(self) -> pd.DataFrame:
-        """One row per op name: calls, self/total CPU and device time, shares."""
+        """One row per op name: calls, self/total CPU and device time, shares (totals over the steps)."""
         return self.op_table("name")
 
     @cached_property
     def kernels(self) -> pd.DataFrame:
-        """One row per device kernel/copy/memset name (see `analysis.kernels.kernel_table`)."""
+        """One row per device kernel/copy/memset name (see `analysis.kernels.kernel_table`).
+
+        Calls and times are totals over the profiled steps; `kernel_table`
+        gives them per step.
+        """
         return kernels_mod.kernel_table(self._data.events, self._links)
 
     @cached_property
@@ -361,9 +380,10 @@ class Profile:
         parts += [f"note: {n}" for n in self.notes]
         if findings and (text := findings_text(self.findings)):
             parts.append(text)
-        parts.append(op_table_text(self._sorted_ops(sort), device, None if limit < 0 else limit))
+        steps = int(self.summary["steps"])
+        parts.append(op_table_text(self._sorted_ops(sort), device, None if limit < 0 else limit, steps=steps))
         if kernels and device and not self.kernels.empty:
-            parts.append(kernel_table_text(self.kernels, None if limit < 0 else min(limit, 10)))
+            parts.append(kernel_table_text(self.kernels, None if limit < 0 else min(limit, 10), steps=steps))
         return "\n".join(parts)
 
     def __repr__(self) -> str:
@@ -376,7 +396,7 @@ class Profile:
 
         page = profile_html(
             self.summary, self._sorted_ops(), self.kernels, self.notes, self.error, self.row_limit
-        )
+        )  # the captions say "totals over N steps" (from summary["steps"])
         return insert_findings(page, findings_html(self.findings))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

@@ -53,3 +53,59 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
             total += e - end
             end = e
     return total
+
+
+def _is_host_category(cat: object) -> bool:
+    name = str(cat or "").lower()
+    return name in ("cpu_op", "operator", "user_annotation", "python_function") or name.endswith(
+        ("_runtime", "_driver")
+    )
+
+
+def key_averages_rows(
+    events: list[dict], categories: tuple[str, ...] = ("cpu_op",)
+) -> dict[str, tuple[int, float]]:
+    """(calls, total µs) per name as torch's ``key_averages()`` counts them, in plain Python (the oracle).
+
+    The host call tree is the stack walk torch does (per thread, events by
+    start then longest first; a child lies inside its parent, with 1 ns of
+    slack for timestamps rounded from float µs); then an event whose parent
+    has the same name and no other child is not counted
+    (``EventList._remove_dup_nodes``). Rows are for events of ``categories``.
+    """
+    lanes: dict[tuple, list[dict]] = {}
+    for e in events:
+        if e.get("ph") == "X" and _is_host_category(e.get("cat")):
+            lanes.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    rows: dict[str, tuple[int, float]] = {}
+    for lane in lanes.values():
+        lane.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0))))
+        parent: list[int] = [-1] * len(lane)
+        stack: list[int] = []
+        for i, e in enumerate(lane):
+            s, end = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))
+            while stack:
+                top = lane[stack[-1]]
+                top_end = float(top["ts"]) + float(top.get("dur", 0))
+                if s >= top_end or end > top_end + 0.001:
+                    stack.pop()
+                else:
+                    break
+            parent[i] = stack[-1] if stack else -1
+            stack.append(i)
+        children = [0] * len(lane)
+        for p in parent:
+            if p >= 0:
+                children[p] += 1
+        for i, e in enumerate(lane):
+            p = parent[i]
+            folded = p >= 0 and children[p] == 1 and lane[p].get("name") == e.get("name")
+            if not folded and e.get("cat") in categories:
+                calls, total = rows.get(e["name"], (0, 0.0))
+                rows[e["name"]] = (calls + 1, total + float(e.get("dur", 0)))
+    return rows
+
+
+def key_averages_calls(events: list[dict], categories: tuple[str, ...] = ("cpu_op",)) -> dict[str, int]:
+    """Calls per name as ``key_averages()`` counts them (see `key_averages_rows`)."""
+    return {name: calls for name, (calls, _) in key_averages_rows(events, categories).items()}

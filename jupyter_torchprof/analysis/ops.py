@@ -230,3 +230,40 @@ def op_table(
     sort_key = "self_device_us" if self_dev_sum > 0 else "self_cpu_us"
     table = table.sort_values([sort_key, "cpu_total_us"], ascending=False, kind="stable")
     return table.reset_index(drop=True)
+
+
+#: Columns of the op and kernel tables that add up over steps. Per-call
+#: statistics (mean, min, median, max), shares and kernel attributes do not.
+ADDITIVE_COLUMNS = frozenset(
+    {
+        "calls",
+        "self_cpu_us",
+        "cpu_total_us",
+        "self_device_us",
+        "device_total_us",
+        "total_us",
+        "flops",
+        "bytes",
+        "self_cpu_mem_bytes",
+        "cpu_mem_bytes",
+        "self_device_mem_bytes",
+        "device_mem_bytes",
+    }
+)
+
+
+def per_step(table: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """A table of totals over ``steps`` profiled steps, as averages per step.
+
+    The op and kernel tables hold totals over every profiled step (like
+    ``key_averages()``), so an op's self CPU time can exceed one step's wall
+    time. Dividing the additive columns (`ADDITIVE_COLUMNS`) by the step
+    count gives the mean per step; ``calls`` becomes calls per step (a
+    float). Shares and per-call statistics are the same either way.
+    """
+    out = table.copy()
+    n = max(int(steps), 1)
+    for col in out.columns:
+        if col in ADDITIVE_COLUMNS:
+            out[col] = out[col].astype(np.float64) / n
+    return out

@@ -81,3 +81,20 @@ def headline_chips(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         busy = fmt_time(summary.get("device_busy_per_step_us"))
         chips.append(("device busy", f"{busy}{per} ({fmt_pct(summary.get('device_busy_pct'))})"))
     return chips
+
+
+def totals_label(steps: int) -> str:
+    """What the op and kernel tables hold: ``totals over 3 steps`` (or the whole trace).
+
+    The tables sum over every profiled step, as ``key_averages()`` does,
+    while the summary chips are per step; every table says which it shows.
+    """
+    steps = int(steps or 0)
+    if steps <= 0:
+        return "totals over the whole trace"
+    return f"totals over {steps} step{'s' if steps != 1 else ''}"
+
+
+def per_step_label(steps: int) -> str:
+    """What a per-step table holds: ``per step (totals ÷ 3)``."""
+    return f"per step (totals ÷ {max(int(steps or 0), 1)})"

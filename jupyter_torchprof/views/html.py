@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import ellipsize, fmt_count, fmt_time
+from .format import ellipsize, fmt_count, fmt_time, totals_label
 from .text import op_columns, summary_line
 
 _STYLE = """
@@ -51,8 +51,8 @@ def table_html(
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20) -> str:
-    """Top rows of the op table as static HTML."""
+def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20, steps: int | None = None) -> str:
+    """Top rows of the op table as static HTML (``steps``: named in the caption)."""
     cols = op_columns(table, device)
     shown = table.head(row_limit) if row_limit and row_limit > 0 else table
     rows, titles = [], []
@@ -63,19 +63,23 @@ def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20) -> str:
             name = f"{name} {d['input_shapes']}"
         rows.append([ellipsize(name, 100)] + [fmt(d[c]) for c, _, fmt in cols])
         titles.append(name)
-    caption = f"Ops (top {len(shown)} of {len(table)})" if len(shown) < len(table) else "Ops"
+    caption = f"Ops · {totals_label(steps)}" if steps is not None else "Ops"
+    if len(shown) < len(table):
+        caption += f" (top {len(shown)} of {len(table)})"
     return table_html(rows, ["Name"] + [h for _, h, _ in cols], caption, titles)
 
 
-def kernels_html(table: pd.DataFrame, row_limit: int = 10) -> str:
-    """Top rows of the kernel table as static HTML."""
+def kernels_html(table: pd.DataFrame, row_limit: int = 10, steps: int | None = None) -> str:
+    """Top rows of the kernel table as static HTML (``steps``: named in the caption)."""
     shown = table.head(row_limit) if row_limit and row_limit > 0 else table
     rows = [
         [str(r.short_name), fmt_count(r.calls), fmt_time(r.total_us), fmt_time(r.mean_us), f"{r.pct:.1f}%"]
         for r in shown.itertuples(index=False)
     ]
     titles = [str(n) for n in shown["name"]]
-    caption = f"Kernels (top {len(shown)} of {len(table)})" if len(shown) < len(table) else "Kernels"
+    caption = f"Kernels · {totals_label(steps)}" if steps is not None else "Kernels"
+    if len(shown) < len(table):
+        caption += f" (top {len(shown)} of {len(table)})"
     return table_html(rows, ["Kernel", "Calls", "Total", "Mean", "%"], caption, titles)
 
 
@@ -95,8 +99,9 @@ def profile_html(
     for note in notes:
         parts.append(f'<div class="jp-TorchProf-note">{esc(note)}</div>')
     device = bool(summary.get("device_traced"))
-    parts.append(ops_html(ops, device, row_limit))
+    steps = int(summary.get("steps") or 0)
+    parts.append(ops_html(ops, device, row_limit, steps))
     if device and not kernels.empty:
-        parts.append(kernels_html(kernels, min(row_limit, 10)))
+        parts.append(kernels_html(kernels, min(row_limit, 10), steps))
     parts.append("</div>")
     return "".join(parts)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .._version import __version__
-from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, headline_chips
+from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, headline_chips, totals_label
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..comparison import Comparison
@@ -385,8 +385,9 @@ def _ops_html(profile: Profile, prefix: str) -> str:
     totals = f"self CPU {fmt_time(ops['self_cpu_us'].sum())}"
     if device:
         totals += f" · self device {fmt_time(ops['self_device_us'].sum())}"
-    return table_html(ops, cols, f"{prefix}ops", "Ops", sorted_by=metric) + (
-        f'<p class="tp-muted">Totals over all rows: {_esc(totals)}.</p>'
+    what = totals_label(profile.summary.get("steps", 0))
+    return table_html(ops, cols, f"{prefix}ops", f"Ops · {what}", sorted_by=metric) + (
+        f'<p class="tp-muted">Sums over all rows ({_esc(what)}): {_esc(totals)}.</p>'
     )
 
 
@@ -398,7 +399,11 @@ def _kernels_html(profile: Profile, prefix: str) -> str:
     total = f"{fmt_time(k['total_us'].sum())} in {fmt_count(k['calls'].sum())} calls"
     return (
         table_html(
-            k, _present(k, _KERNEL_COLUMNS), f"{prefix}kernels", "Kernels, copies and memsets", "total_us"
+            k,
+            _present(k, _KERNEL_COLUMNS),
+            f"{prefix}kernels",
+            f"Kernels, copies and memsets · {totals_label(profile.summary.get('steps', 0))}",
+            "total_us",
         )
         + f'<p class="tp-muted">Device time over all rows: {_esc(total)}.</p>'
     )

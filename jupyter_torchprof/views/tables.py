@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..analysis import ops as ops_mod
 from ..trace import categories as K
-from .format import fmt_count, fmt_time
+from .format import fmt_count, fmt_time, per_step_label, totals_label
 from .style import FMT_BYTES_JS, FMT_TIME_JS, table_stylesheet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,10 +86,10 @@ def share_formatter() -> Any:
 
 
 def count_formatter() -> Any:
-    """Integers with thousands separators."""
+    """Integers with thousands separators (and up to two decimals: calls per step)."""
     from bokeh.models import NumberFormatter
 
-    return NumberFormatter(format="0,0", text_align="right")
+    return NumberFormatter(format="0,0.[00]", text_align="right")
 
 
 def float_formatter(fmt: str = "0.0") -> Any:
@@ -252,6 +252,23 @@ def _shown_parts(table: OpTable | KernelTable, what: str, by: str) -> list[str]:
     return parts
 
 
+def _per_step_rows(table: OpTable | KernelTable, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as shown: totals, or divided by the step count in per-step mode."""
+    return ops_mod.per_step(frame, table.profile.step_count) if table.per_step else frame
+
+
+def _per_step_titles(table: OpTable | KernelTable) -> None:
+    """Mark additive columns ``/step`` in their headers while per-step mode is on."""
+    for col, spec in zip(table.model.columns, table.columns, strict=True):
+        additive = spec.field in ops_mod.ADDITIVE_COLUMNS
+        col.title = f"{spec.title} /step" if additive and table.per_step else spec.title
+
+
+def _what_label(table: OpTable | KernelTable) -> str:
+    steps = int(table.profile.summary["steps"])
+    return per_step_label(steps) if table.per_step else totals_label(steps)
+
+
 def available_groupings(profile: Profile) -> list[str]:
     """Group-by choices the trace supports (``name`` plus what was recorded)."""
     ev = profile.events
@@ -277,6 +294,9 @@ class OpTable:
         Name filter (see `match_names`).
     limit
         Rows sent to the browser (top by the mode's metric).
+    per_step
+        Show calls, times, memory and FLOPs per step instead of totals
+        over the profiled steps.
     """
 
     def __init__(
@@ -286,8 +306,10 @@ class OpTable:
         mode: str = "self",
         pattern: str = "",
         limit: int = DEFAULT_ROWS,
+        per_step: bool = False,
     ) -> None:
         self.profile = profile
+        self.per_step = per_step
         self.device = bool(profile.summary["device_traced"])
         self.group_by = group_by
         self.mode = mode
@@ -300,6 +322,7 @@ class OpTable:
         self.columns = self._columns()
         self.model, self.source = make_table(frame, self.columns, table_height(len(frame)))
         self._apply_visibility()
+        _per_step_titles(self)
 
     # -- state -------------------------------------------------------------
 
@@ -328,13 +351,16 @@ class OpTable:
         matched = full.loc[mask]
         self.matched = len(matched)
         ordered = matched.sort_values(self.metric, ascending=False, kind="stable")
-        shown = ordered.head(self.limit).copy()
+        shown = _per_step_rows(self, ordered.head(self.limit).copy())
         total_device = full["self_device_us"].sum()
         total_cpu = full["self_cpu_us"].sum()
         # Share of the total column relative to all self time: an op's
         # inclusive time as a fraction of everything that ran.
-        shown["device_total_pct"] = 100 * shown["device_total_us"] / total_device if total_device else 0.0
-        shown["cpu_total_pct"] = 100 * shown["cpu_total_us"] / total_cpu if total_cpu else 0.0
+        totals = ordered.head(self.limit)
+        shown["device_total_pct"] = (
+            100 * totals["device_total_us"].to_numpy() / total_device if total_device else 0.0
+        )
+        shown["cpu_total_pct"] = 100 * totals["cpu_total_us"].to_numpy() / total_cpu if total_cpu else 0.0
         self.shown = shown.reset_index(drop=True)
         return self.shown
 
@@ -397,8 +423,11 @@ class OpTable:
         mode: str | None = None,
         pattern: str | None = None,
         limit: int | None = None,
+        per_step: bool | None = None,
     ) -> None:
         """Change any of the settings and send the new rows."""
+        if per_step is not None:
+            self.per_step = bool(per_step)
         if group_by is not None:
             if group_by not in available_groupings(self.profile):
                 raise ValueError(f"this trace cannot be grouped by {group_by!r}")
@@ -415,6 +444,7 @@ class OpTable:
         self.source.selected.indices = []
         self.source.data = _column_data(frame, self.columns)
         self._apply_visibility()
+        _per_step_titles(self)
         self.model.height = table_height(len(frame))
 
     # -- text --------------------------------------------------------------
@@ -424,10 +454,21 @@ class OpTable:
         full = self.full
         what = "ops" if self.group_by == "name" else f"op × {self.group_by} groups"
         parts = _shown_parts(self, what, _METRIC_LABEL.get(self.metric, self.metric))
-        totals = f"self CPU {fmt_time(full['self_cpu_us'].sum())}"
-        if self.device:
-            totals += f" · self device {fmt_time(full['self_device_us'].sum())}"
-        parts.append(f"totals over all rows: {totals}")
+        parts.append(_what_label(self))
+        per = self.profile.step_count if self.per_step else 1
+        unit = "/step" if self.per_step else ""
+        if self.mode == "total":
+            # Inclusive times overlap (a parent holds its children), so their
+            # sum means nothing; the self times add up to everything that ran.
+            sums = f"CPU {fmt_time(full['self_cpu_us'].sum() / per)}{unit}"
+            if self.device:
+                sums += f" · device {fmt_time(full['self_device_us'].sum() / per)}{unit}"
+            parts.append(f"all ops together: {sums}")
+        else:
+            sums = f"self CPU {fmt_time(full['self_cpu_us'].sum() / per)}{unit}"
+            if self.device:
+                sums += f" · self device {fmt_time(full['self_device_us'].sum() / per)}{unit}"
+            parts.append(f"totals over all rows: {sums}")
         return " · ".join(parts)
 
     def event_rows(self, index: int) -> np.ndarray:
@@ -480,8 +521,11 @@ class KernelTable:
         Rows sent (top by total time).
     """
 
-    def __init__(self, profile: Profile, pattern: str = "", limit: int = DEFAULT_ROWS) -> None:
+    def __init__(
+        self, profile: Profile, pattern: str = "", limit: int = DEFAULT_ROWS, per_step: bool = False
+    ) -> None:
         self.profile = profile
+        self.per_step = per_step
         self.pattern = pattern
         self.limit = limit
         self.filter_mode = ""
@@ -490,6 +534,7 @@ class KernelTable:
         frame = self._rows()
         self.columns = self._columns()
         self.model, self.source = make_table(frame, self.columns, table_height(len(frame)))
+        _per_step_titles(self)
 
     @property
     def full(self) -> pd.DataFrame:
@@ -502,11 +547,8 @@ class KernelTable:
         m2, _ = match_names(full["short_name"], self.pattern)
         matched = full.loc[m1 | m2]
         self.matched = len(matched)
-        self.shown = (
-            matched.sort_values("total_us", ascending=False, kind="stable")
-            .head(self.limit)
-            .reset_index(drop=True)
-        )
+        top = matched.sort_values("total_us", ascending=False, kind="stable").head(self.limit)
+        self.shown = _per_step_rows(self, top).reset_index(drop=True)
         return self.shown
 
     def _columns(self) -> list[Column]:
@@ -536,8 +578,12 @@ class KernelTable:
                 cols.append(c)
         return cols
 
-    def update(self, pattern: str | None = None, limit: int | None = None) -> None:
-        """Change the filter or the row limit and send the new rows."""
+    def update(
+        self, pattern: str | None = None, limit: int | None = None, per_step: bool | None = None
+    ) -> None:
+        """Change the filter, the row limit or totals / per step, and send the new rows."""
+        if per_step is not None:
+            self.per_step = bool(per_step)
         if pattern is not None:
             self.pattern = pattern
         if limit is not None:
@@ -545,16 +591,25 @@ class KernelTable:
         frame = self._rows()
         self.source.selected.indices = []
         self.source.data = _column_data(frame, self.columns)
+        _per_step_titles(self)
         self.model.height = table_height(len(frame))
 
     def status(self) -> str:
         """One line: what is shown and the exact total over every kernel."""
         full = self.full
         parts = _shown_parts(self, "kernels", "total time")
-        parts.append(
-            f"device time over all rows: {fmt_time(full['total_us'].sum())} in "
-            f"{fmt_count(full['calls'].sum())} calls"
-        )
+        parts.append(_what_label(self))
+        if self.per_step:
+            n = self.profile.step_count
+            parts.append(
+                f"device time over all rows: {fmt_time(full['total_us'].sum() / n)}/step in "
+                f"{full['calls'].sum() / n:,.1f} calls/step"
+            )
+        else:
+            parts.append(
+                f"device time over all rows: {fmt_time(full['total_us'].sum())} in "
+                f"{fmt_count(full['calls'].sum())} calls"
+            )
         return " · ".join(parts)
 
     def event_rows(self, index: int) -> np.ndarray:

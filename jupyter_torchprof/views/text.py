@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import ellipsize, fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time
+from .format import ellipsize, fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, totals_label
 
 
 def summary_line(summary: dict[str, Any]) -> str:
@@ -71,8 +71,13 @@ def op_table_text(
     device: bool,
     row_limit: int | None = 20,
     name_width: int = 60,
+    steps: int | None = None,
 ) -> str:
-    """The op table in key_averages' layout with device-neutral headers."""
+    """The op table in key_averages' layout with device-neutral headers.
+
+    ``steps``, when given, is named in the footer: the numbers are totals
+    over that many profiled steps.
+    """
     cols = op_columns(table, device)
     extra = [c for c in ("input_shapes", "stack", "module") if c in table.columns]
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
@@ -86,17 +91,22 @@ def op_table_text(
         )
     headers = ["Name"] + [h for _, h, _ in cols] + [c.replace("_", " ").title() for c in extra]
     text = render_table(rows, headers, name_width)
-    footer = [f"Self CPU time total: {fmt_time(table['self_cpu_us'].sum())}"]
+    footer = []
+    if steps is not None:
+        footer.append(f"Ops: {totals_label(steps)} (per step: Profile.op_table(per_step=True))")
+    footer.append(f"Self CPU time total: {fmt_time(table['self_cpu_us'].sum())}")
     if device:
         footer.append(f"Self Device time total: {fmt_time(table['self_device_us'].sum())}")
     hidden = len(table) - len(shown)
     if hidden > 0:
-        footer.append(f"({hidden} more rows; pass row_limit=0 or use Profile.ops for all)")
+        footer.append(f"({hidden} more rows; pass row_limit=-1 or use Profile.ops for all)")
     return text + "\n" + "\n".join(footer)
 
 
-def kernel_table_text(table: pd.DataFrame, row_limit: int | None = 20, name_width: int = 60) -> str:
-    """The kernel table as fixed-width text."""
+def kernel_table_text(
+    table: pd.DataFrame, row_limit: int | None = 20, name_width: int = 60, steps: int | None = None
+) -> str:
+    """The kernel table as fixed-width text (``steps``: named in the footer, as for ops)."""
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
     headers = ["Kernel", "Calls", "Total", "Mean", "Min", "Median", "Max", "%"]
     rows = [
@@ -112,4 +122,7 @@ def kernel_table_text(table: pd.DataFrame, row_limit: int | None = 20, name_widt
         ]
         for r in shown.itertuples(index=False)
     ]
-    return render_table(rows, headers, name_width)
+    text = render_table(rows, headers, name_width)
+    if steps is not None:
+        text += f"\nKernels: {totals_label(steps)} (per step: Profile.kernel_table(per_step=True))"
+    return text

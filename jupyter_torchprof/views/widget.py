@@ -178,6 +178,7 @@ class ProfileView(W.VBox):
             tooltips=["time in the op itself", "time in the op and everything it called"],
         )
         self.op_mode.add_class("jp-TorchProf-toggle")
+        self.op_per_step = _per_step_toggle(self.profile)
         self.op_status = W.HTML()
         self.op_status.add_class("jp-TorchProf-status")
         self.op_all = W.Button(description="show all", layout=W.Layout(width="auto"))
@@ -199,6 +200,7 @@ class ProfileView(W.VBox):
         self.op_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
         self.op_group.observe(lambda ch: refresh(group_by=ch["new"]), "value")
         self.op_mode.observe(lambda ch: refresh(mode=ch["new"]), "value")
+        self.op_per_step.observe(lambda ch: refresh(per_step=ch["new"]), "value")
         self.op_all.on_click(
             lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS)
         )
@@ -206,7 +208,7 @@ class ProfileView(W.VBox):
         table.source.selected.on_change("indices", self._table_selection("ops"))
         self._sync_table_footer(table, self.op_status, self.op_all)
 
-        controls = W.HBox([self.op_filter, self.op_group, self.op_mode])
+        controls = W.HBox([self.op_filter, self.op_group, self.op_mode, self.op_per_step])
         controls.add_class("jp-TorchProf-controls")
         footer = W.HBox([self.op_status, self.op_all])
         footer.add_class("jp-TorchProf-footer")
@@ -225,6 +227,7 @@ class ProfileView(W.VBox):
             layout=W.Layout(width="380px"),
         )
         self.k_filter.add_class("jp-TorchProf-filter")
+        self.k_per_step = _per_step_toggle(self.profile)
         self.k_status = W.HTML()
         self.k_status.add_class("jp-TorchProf-status")
         self.k_all = W.Button(description="show all", layout=W.Layout(width="auto"))
@@ -244,12 +247,13 @@ class ProfileView(W.VBox):
             self._clear_selection(self.k_selection, self.k_goto)
 
         self.k_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
+        self.k_per_step.observe(lambda ch: refresh(per_step=ch["new"]), "value")
         self.k_all.on_click(lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS))
         self.k_goto.on_click(lambda _: self._goto(self._k_rows))
         table.source.selected.on_change("indices", self._table_selection("kernels"))
         self._sync_table_footer(table, self.k_status, self.k_all)
 
-        controls = W.HBox([self.k_filter])
+        controls = W.HBox([self.k_filter, self.k_per_step])
         controls.add_class("jp-TorchProf-controls")
         footer = W.HBox([self.k_status, self.k_all])
         footer.add_class("jp-TorchProf-footer")
@@ -348,6 +352,26 @@ class ProfileView(W.VBox):
         self.header.close()
         self.findings.close()
         super().close()
+
+
+def _per_step_toggle(profile: Profile) -> W.ToggleButtons:
+    """Totals over the profiled steps (as key_averages) or the mean per step."""
+    steps = int(profile.summary["steps"])
+    toggle = W.ToggleButtons(
+        options=[("totals", False), ("per step", True)],
+        value=False,
+        tooltips=[
+            f"sums over all {steps} profiled steps, as torch's key_averages()"
+            if steps
+            else "sums over the trace",
+            f"totals ÷ {max(steps, 1)}: the mean per step",
+        ],
+    )
+    toggle.add_class("jp-TorchProf-toggle")
+    toggle.add_class("jp-TorchProf-perstep")
+    # Without step ranges there is nothing to divide by.
+    toggle.layout.display = None if steps > 1 else "none"
+    return toggle
 
 
 def _bokeh_pane(model: Any) -> W.Widget:
