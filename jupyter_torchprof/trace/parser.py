@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import categories as K
-from .reader import gc_paused, read_trace_bytes
+from .reader import full_disk, gc_paused, read_trace_bytes
 from .schema import (
     DOCUMENT_DECODER,
     EVENTS_DECODER,
@@ -1033,7 +1033,7 @@ def _decode_document(
         except msgspec.DecodeError as exc:
             quoted, n = quote_nonfinite(data)
             if not n:
-                raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
+                raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc, path)})") from None
             meta.warnings.append(_nonfinite_warning(path, n))
             return _decode_document(quoted, path, meta, whole=True)
     except msgspec.DecodeError as exc:
@@ -1046,7 +1046,7 @@ def _decode_document(
             return _decode_document(text.encode("utf-8"), path, meta, whole=True)
         quoted, n = quote_nonfinite(data)
         if not n:
-            raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc)})") from None
+            raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc, path)})") from None
         meta.warnings.append(_nonfinite_warning(path, n))
         return _decode_document(quoted, path, meta, whole=True)
     if not len(doc.traceEvents):
@@ -1123,10 +1123,11 @@ def _decode_around_events(data: bytes) -> TraceDocument | None:
     return doc
 
 
-def _describe_decode_error(exc: Exception) -> str:
+def _describe_decode_error(exc: Exception, path: str | Path | None = None) -> str:
     msg = str(exc)
     if "truncated" in msg:
-        return "the file ends in the middle of the document; it was probably cut short"
+        full = full_disk(path, "the trace was cut short") if path is not None else None
+        return full or "the file ends in the middle of the document; it was probably cut short"
     return msg if len(msg) < 160 else msg[:159] + "…"
 
 

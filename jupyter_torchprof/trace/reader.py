@@ -129,7 +129,7 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise TraceError(p, "no such file") from None
+        raise TraceError(p, full_disk(p, "the trace was not written") or "no such file") from None
     except IsADirectoryError:
         raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it") from None
     except OSError as exc:
@@ -158,8 +158,29 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
     except MemoryError:
         raise TraceError(p, "does not fit in the memory left; refusing to read it") from None
     if _NOT_BLANK.search(data) is None:
-        raise TraceError(p, "file is empty")
+        raise TraceError(p, full_disk(p, "the trace is empty") or "file is empty")
     return data
+
+
+#: Free space below which a missing, empty or cut-short trace is blamed on a full disk.
+FULL_DISK_BYTES = 1 << 20
+
+
+def full_disk(path: str | Path, what: str) -> str | None:
+    """Say ``no space left on <mount>: <what>`` when the file system holding ``path`` is full, else None.
+
+    A profiler that runs out of space while exporting leaves no file, an
+    empty one or half of one; saying so beats "no such file".
+    """
+    from ..store import mount_point
+
+    try:
+        st = os.statvfs(mount_point(path))
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize >= FULL_DISK_BYTES:
+        return None
+    return f"no space left on {mount_point(path)}: {what}"
 
 
 _HOW_TO_RAISE = " (set TORCHPROF_MAX_TRACE_BYTES to raise it)"
@@ -198,7 +219,10 @@ def _inflate(fh: Any, path: Path, max_bytes: int) -> bytearray:
     except zlib.error as exc:
         raise TraceError(path, f"corrupt gzip data ({exc})") from None
     if not inflater.eof:
-        raise TraceError(path, "gzip stream is truncated (the file was cut short)")
+        raise TraceError(
+            path,
+            full_disk(path, "the trace was cut short") or "gzip stream is truncated (the file was cut short)",
+        )
     if out[:3] == _BOM:
         del out[:3]
     return out
