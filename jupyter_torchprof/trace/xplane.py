@@ -179,60 +179,148 @@ class _Ref(int):
 
 
 def _stat(buf: bytes, start: int, end: int) -> tuple[int, Any]:
+    """One XStat: (stat metadata id, value); integers are decoded inline (the common case)."""
     mid = 0
     value: Any = None
-    for num, wt, v in _fields(buf, start, end):
-        if num == 1:
-            mid = _signed(v)
-        elif num == 2:
-            value = _DOUBLE.unpack(v)[0] if wt == 1 else _FLOAT.unpack(v)[0]
-        elif num == 3:
-            value = v
-        elif num == 4:
-            value = _signed(v)
-        elif num == 5:
-            value = _text(buf, v)
-        elif num == 6:
-            value = bytes(buf[v[0] : v[1]])
-        elif num == 7:
-            value = _Ref(v)
+    pos = start
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag in _STAT_VARINTS:
+            v = buf[pos]
+            pos += 1
+            if v >= 0x80:
+                v &= 0x7F
+                shift = 7
+                while True:
+                    b = buf[pos]
+                    pos += 1
+                    v |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+            if tag == 0x08:
+                mid = _signed(v)
+            elif tag == 0x20:
+                value = _signed(v)
+            elif tag == 0x38:
+                value = _Ref(v)
+            else:
+                value = v
+        elif tag == 0x11:
+            value = _DOUBLE.unpack_from(buf, pos)[0]
+            pos += 8
+        elif tag in (0x2A, 0x32):
+            n, pos = _varint(buf, pos)
+            raw = buf[pos : pos + n]
+            value = raw.decode("utf-8", "replace") if tag == 0x2A else bytes(raw)
+            pos += n
+        else:
+            pos = _skip(buf, pos - 1, end)
+    if pos != end:
+        raise _WireError("a stat runs past the end of its event")
     return mid, value
 
 
-def _event(buf: bytes, start: int, end: int) -> XEvent:
+#: One-byte tags of the stat's varint fields: metadata_id, uint64, int64, ref.
+_STAT_VARINTS = frozenset({0x08, 0x18, 0x20, 0x38})
+
+
+def _event(buf: bytes, start: int, end: int, cache: dict[bytes, tuple[int, Any]]) -> XEvent:
+    """One XEvent; the common fields are decoded inline (this loop runs once per event).
+
+    Stats repeat (the same HLO category, program, module on thousands of
+    events): ``cache`` maps a stat's bytes to its decoded value, which
+    costs a slice and a lookup instead of a decode.
+    """
     ev = XEvent()
-    for num, _wt, v in _fields(buf, start, end):
-        if num == 1:
-            ev.metadata_id = _signed(v)
-        elif num == 2:
-            ev.offset_ps = _signed(v)
-        elif num == 3:
-            ev.duration_ps = _signed(v)
-        elif num == 4:
-            mid, value = _stat(buf, *v)
-            ev.stats[mid] = value
-        elif num == 5:
-            ev.num_occurrences = _signed(v)
+    stats = ev.stats
+    pos = start
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag == 0x22:  # stats (field 4, length-delimited)
+            n = buf[pos]
+            pos += 1
+            if n >= 0x80:
+                n, pos = _varint(buf, pos - 1)
+            raw = buf[pos : pos + n]
+            hit = cache.get(raw)
+            if hit is None:
+                hit = cache[raw] = _stat(buf, pos, pos + n)
+            stats[hit[0]] = hit[1]
+            pos += n
+        elif tag in _EVENT_VARINTS:  # metadata_id, offset_ps, duration_ps, num_occurrences
+            v = buf[pos]
+            pos += 1
+            if v >= 0x80:
+                v &= 0x7F
+                shift = 7
+                while True:
+                    b = buf[pos]
+                    pos += 1
+                    v |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+                if v >= 1 << 63:
+                    v -= 1 << 64
+            setattr(ev, _EVENT_VARINTS[tag], v)
+        else:  # a field this reader does not know
+            pos = _skip(buf, pos - 1, end)
+    if pos != end:
+        raise _WireError("an event runs past the end of its line")
     return ev
 
 
-def _line(buf: bytes, start: int, end: int) -> XLine:
+_EVENT_FIELD_NAMES = {1: "metadata_id", 2: "offset_ps", 3: "duration_ps", 5: "num_occurrences"}
+#: One-byte tags (field << 3 | varint) of the event's integer fields.
+_EVENT_VARINTS = {num << 3: name for num, name in _EVENT_FIELD_NAMES.items()}
+
+
+def _skip(buf: bytes, pos: int, end: int) -> int:
+    """The position after the field starting at ``pos``."""
+    tag, pos = _varint(buf, pos)
+    wt = tag & 7
+    if wt == 0:
+        return _varint(buf, pos)[1]
+    if wt == 2:
+        n, pos = _varint(buf, pos)
+        return pos + n
+    if wt == 1:
+        return pos + 8
+    if wt == 5:
+        return pos + 4
+    raise _WireError(f"unsupported wire type {wt}")
+
+
+def _line(buf: bytes, start: int, end: int, cache: dict[bytes, tuple[int, Any]]) -> XLine:
     line = XLine()
-    for num, _wt, v in _fields(buf, start, end):
-        if num == 4:
-            line.events.append(_event(buf, *v))
-        elif num == 1:
-            line.id = _signed(v)
-        elif num == 2:
-            line.name = _text(buf, v)
-        elif num == 3:
-            line.timestamp_ns = _signed(v)
-        elif num == 9:
-            line.duration_ps = _signed(v)
-        elif num == 10:
-            line.display_id = _signed(v)
-        elif num == 11:
-            line.display_name = _text(buf, v)
+    events = line.events
+    pos = start
+    while pos < end:
+        if buf[pos] == 0x22:  # events (field 4): most of the line, read without a field list
+            n, p = _varint(buf, pos + 1)
+            events.append(_event(buf, p, p + n, cache))
+            pos = p + n
+            continue
+        nxt = _skip(buf, pos, end)
+        for num, _wt, v in _fields(buf, pos, nxt):
+            if num == 1:
+                line.id = _signed(v)
+            elif num == 2:
+                line.name = _text(buf, v)
+            elif num == 3:
+                line.timestamp_ns = _signed(v)
+            elif num == 9:
+                line.duration_ps = _signed(v)
+            elif num == 10:
+                line.display_id = _signed(v)
+            elif num == 11:
+                line.display_name = _text(buf, v)
+        pos = nxt
+    if pos != end:
+        raise _WireError("an event runs past the end of its line")
     return line
 
 
@@ -274,9 +362,10 @@ def _map_entry(buf: bytes, start: int, end: int) -> tuple[int, tuple[int, int] |
 
 def _plane(buf: bytes, start: int, end: int) -> XPlane:
     plane = XPlane()
+    cache: dict[bytes, tuple[int, Any]] = {}
     for num, _wt, v in _fields(buf, start, end):
         if num == 3:
-            plane.lines.append(_line(buf, *v))
+            plane.lines.append(_line(buf, *v, cache))
         elif num == 1:
             plane.id = _signed(v)
         elif num == 2:
