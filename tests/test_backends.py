@@ -46,7 +46,7 @@ def test_every_backend_module_is_registered() -> None:
     for device_type, cls in reg.items():
         assert issubclass(cls, Backend) and cls.device_type == device_type
     assert backend_for("tpu").min_warmup == 3 and backend_for("neuron").min_warmup == 3
-    assert backend_for("cuda").min_warmup == 1
+    assert backend_for("cuda").min_warmup == 0
     # A device type without a module: traced through PrivateUse1 only when it is that backend.
     assert backend_for("npu", privateuse1_name="npu").activity == "PrivateUse1"
     assert backend_for("npu", privateuse1_name=None).activity is None

@@ -330,3 +330,28 @@ def test_folder_export_keeps_the_device_trace(tmp_path: Path) -> None:
     assert again.kernels.set_index("name")["total_us"].to_dict() == pytest.approx(
         prof.kernels.set_index("name")["total_us"].to_dict()
     )
+
+
+def test_device_work_in_both_files_is_counted_once(tmp_path: Path) -> None:
+    """When the Kineto JSON already has device work, the XPlane's copy is not added (and we say so)."""
+    (host,) = TPU.glob("*.pt.trace.json")
+    doc = json.loads(host.read_text())
+    doc["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "from_kineto",
+            "pid": 0,
+            "tid": 3,
+            "ts": doc["traceEvents"][3]["ts"] + 50,
+            "dur": 10.0,
+            "args": {"device": 0, "stream": 3},
+        }
+    )
+    dev = tmp_path / "plugins" / "profile" / "2026_12_01_12_00_00"
+    dev.mkdir(parents=True)
+    (tmp_path / host.name).write_text(json.dumps(doc))
+    shutil.copyfile(_xplane_of(TPU), dev / "tpu-host.xplane.pb")
+    prof = load(tmp_path)
+    assert list(prof.kernels["name"]) == ["from_kineto"]
+    assert any("XPlane's copy" in n and "tpu-host.xplane.pb" in n for n in prof.notes)

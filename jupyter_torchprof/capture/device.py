@@ -42,7 +42,7 @@ class DeviceTarget:
         The backend's profiling recipe (`capture.backends.Backend`): its
         ``experimental_config``, trace export and device-trace checks.
     min_warmup
-        Warm-up runs the backend needs (compile-heavy backends: 3).
+        Warm-up runs the backend needs at least (compile-heavy backends: 3; 0 = no advice).
     """
 
     spec: str
@@ -53,7 +53,7 @@ class DeviceTarget:
     traced: bool = False
     notes: list[str] = field(default_factory=list)
     backend: Backend | None = None
-    min_warmup: int = 1
+    min_warmup: int = 0
     _sync: Callable[[], None] | None = None
 
     def synchronize(self) -> None:

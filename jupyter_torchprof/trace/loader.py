@@ -149,11 +149,19 @@ def parse_with_device(path: str | Path) -> TraceData:
         if not dev.devices:
             notes.append(f"{xp.name}: XPlane file has no device planes (/device:TPU:N ...): host side only")
         extra.extend(dev.events)
-    if extra:
-        data = xplane.merge_into_kineto(data, extra)
     # Flows are re-read from the file on demand: that still works, as the
     # device events spliced in here carry none.
-    td = parse_bytes(data, p)
+    td = parse_bytes(xplane.merge_into_kineto(data, extra) if extra else data, p)
+    if extra and _device_work_twice(td):
+        # A backend whose Kineto JSON already holds its device work (a later
+        # TorchTPU may fill it in): counting the XPlane's copy too would
+        # double every device number.
+        td = parse_bytes(data, p)
+        notes.append(
+            "the Kineto trace already holds this run's device work: the XPlane's copy of it "
+            f"({', '.join(found)}) was not added"
+        )
+        extra = []
     marked = neuron.mark_device_work(td.events)
     nfiles = neuron.neuron_files(p.parent)
     found.extend(f.name for f in nfiles)
@@ -166,6 +174,15 @@ def parse_with_device(path: str | Path) -> TraceData:
         td.meta.top_level["device_files"] = ", ".join(sorted(set(found)))
     td.meta.warnings.extend(notes)
     return td
+
+
+def _device_work_twice(td: TraceData) -> bool:
+    """Whether device activity came both from the XPlane (``xla_op``) and from Kineto itself."""
+    from . import categories as K
+
+    events = td.events
+    cats = events.loc[K.kind_mask(events, K.DEVICE_ACTIVITY), "cat"].astype(str)
+    return bool((cats == "xla_op").any() and (cats != "xla_op").any())
 
 
 def _rank_hint(data: bytes) -> int | None:

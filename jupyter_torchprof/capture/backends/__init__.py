@@ -34,7 +34,8 @@ class Backend:
         device, or None when none does; ``PrivateUse1`` for out-of-tree backends.
     min_warmup
         Warm-up runs the backend needs before its steps are representative
-        (compile-heavy backends compile on the first calls).
+        (compile-heavy backends compile on the first calls); 0 leaves the
+        user's setting alone.
     device_dir
         Subfolder of the run folder where the backend's profiler writes
         its own device trace files, or None when the Kineto JSON holds them.
@@ -43,7 +44,7 @@ class Backend:
     device_type: ClassVar[str] = ""
     label: ClassVar[str] = ""
     activity: ClassVar[str | None] = None
-    min_warmup: ClassVar[int] = 1
+    min_warmup: ClassVar[int] = 0
     device_dir: ClassVar[str | None] = None
 
     def experimental_config(self, run_dir: Path, rank: int | None) -> Any:
