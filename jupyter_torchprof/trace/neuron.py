@@ -22,10 +22,16 @@ from . import categories as K
 NEURON_SUFFIXES = (".ntff", ".neff", "ntrace.pb", "trace_info.pb", "cpu_util.pb", "host_mem.pb")
 
 
+#: Entries looked at, at most: a trace saved in a home folder must not cost
+#: a walk over everything below it.
+MAX_ENTRIES = 5000
+
+
 def neuron_files(folder: Path, max_depth: int = 2) -> list[Path]:
     """Neuron Explorer files in ``folder`` and up to ``max_depth`` levels below, sorted."""
     found: list[Path] = []
     level = [folder]
+    seen = 0
     for _ in range(max_depth + 1):
         nxt = []
         for d in level:
@@ -33,6 +39,9 @@ def neuron_files(folder: Path, max_depth: int = 2) -> list[Path]:
                 entries = list(d.iterdir())
             except OSError:
                 continue
+            seen += len(entries)
+            if seen > MAX_ENTRIES:
+                return sorted(found)
             for p in entries:
                 if p.is_file() and p.name.endswith(NEURON_SUFFIXES):
                     found.append(p)
