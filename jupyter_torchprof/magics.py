@@ -222,8 +222,13 @@ class TorchProf(Magics):
     # --load
 
     def _load(self, args: argparse.Namespace) -> None:
+        from .run_options import OptionError, check_load
         from .trace.loader import load
 
+        try:
+            check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
+        except OptionError as exc:
+            raise UsageError(str(exc)) from None
         try:
             result = load(args.load, name=args.name)
         except TorchProfError as exc:
@@ -241,7 +246,6 @@ class TorchProf(Magics):
         already in the store (re-opening a kept run) is not copied again, and
         a store that cannot be written only costs a warning: the trace is open.
         """
-        import shutil
         import sys
 
         from .profile import Profile
@@ -269,13 +273,16 @@ class TorchProf(Magics):
             )
             info["ranks"] = len(profiles)
             store.write_info(run_dir, info)
-        except OSError as exc:
-            if run_dir is not None:
-                shutil.rmtree(run_dir, ignore_errors=True)
-            print(
-                f"torchprof: trace opened, but not kept in {store.root}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
+        except BaseException as exc:
+            # Whatever stopped the copy (a full disk, a bug, Ctrl-C), the
+            # half-made run must not stay listed as "running".
+            from .unfinished import describe, drop_unfinished
+
+            drop_unfinished(run_dir)
+            if not isinstance(exc, Exception):
+                raise
+            why = exc.strerror or exc if isinstance(exc, OSError) else describe(exc)
+            print(f"torchprof: trace opened, but not kept in {store.root}: {why}", file=sys.stderr)
             return
         for p in profiles:
             p.run_dir = run_dir
@@ -303,10 +310,12 @@ class TorchProf(Magics):
             flops=self._setting(args.flops, "flops"),
             modules=self._setting(args.modules, "modules"),
         )
-        if options.steps < 1:
-            raise UsageError("--steps must be at least 1")
-        if options.warmup < 0:
-            raise UsageError("--warmup cannot be negative")
+        from .run_options import OptionError, check_run
+
+        try:
+            check_run(args, options, sort=self._sort(args), row_limit=self._row_limit(args))
+        except OptionError as exc:
+            raise UsageError(str(exc)) from None
         try:
             target = resolve_device(self._setting(args.device, "device"))
         except DeviceError as exc:
@@ -317,6 +326,12 @@ class TorchProf(Magics):
                 "leave its `with torch.profiler.profile()` block first"
             )
         runner = _CellRunner(self.shell, code)  # SyntaxError surfaces here
+        from .capture.cellcheck import profiler_call
+        from .capture.guards import NESTED_MESSAGE
+
+        starts = profiler_call(runner.tree, self.shell.user_ns)
+        if starts is not None:
+            raise UsageError(f"{NESTED_MESSAGE} (it calls {starts})")
 
         from .store import RunStore
         from .views.progress import Progress
@@ -353,8 +368,7 @@ class TorchProf(Magics):
             if result.error is None:
                 self._export(profile, args)
         if result.error is not None:
-            # The traceback of the user's exception, as for any cell.
-            raise result.error
+            _raise_capture_error(result.error)
         if profile is None:
             raise UsageError("; ".join(result.notes) or "the profiler produced no trace")
         return runner.value
@@ -381,26 +395,26 @@ class TorchProf(Magics):
         except OSError as exc:
             raise UsageError(f"cannot create a run folder in {store.root}: {exc.strerror or exc}") from None
         started = time.time()
-        result = capture(run_once, target, options, run_dir / "trace.json", progress, module_names)
         profile = None
-        if result.trace_path is not None:
-            progress.update("parsing", 0, 1)
-            try:
+        try:
+            result = capture(run_once, target, options, run_dir / "trace.json", progress, module_names)
+            if result.trace_path is not None:
+                progress.update("parsing", 0, 1)
                 profile = self._build_profile(
                     result, target, options, code, args, started, run_dir, store, name, extra_info
                 )
-            except Exception:
-                # Leave no half-made run behind (the sidebar would show it as
-                # still running until this kernel exits).
+            else:
+                # Nothing to keep: drop the folder so the sidebar does not list an empty run.
                 import shutil
 
                 shutil.rmtree(run_dir, ignore_errors=True)
-                raise
-        else:
-            # Nothing to keep: drop the folder so the sidebar does not list an empty run.
-            import shutil
+        except BaseException as exc:
+            # Ctrl-C while the trace is read, or a bug: the run must not stay
+            # "running" (the sidebar could not delete it until the kernel exits).
+            from .unfinished import close_unfinished
 
-            shutil.rmtree(run_dir, ignore_errors=True)
+            close_unfinished(store, run_dir, exc, name=name, cell=code, started=started)
+            raise
         return profile, result
 
     def _run_compare(
@@ -428,7 +442,9 @@ class TorchProf(Magics):
             cpu_kernel_ranges,
             generated_kernels,
         )
+        from .capture.guards import NestedProfilerError
         from .comparison import Comparison
+        from .run_options import OptionError, check_compile
 
         names = [n.strip() for n in (args.compile_names or "").split(",") if n.strip()]
         bad = [n for n in names if not n.isidentifier()]
@@ -444,6 +460,10 @@ class TorchProf(Magics):
             dynamic=args.dynamic,
             names=names,
         )
+        try:
+            check_compile(settings)  # before the eager run, not after it
+        except OptionError as exc:
+            raise UsageError(str(exc)) from None
         base = args.name or _default_name(code)
         eager = None
         value = None
@@ -459,7 +479,7 @@ class TorchProf(Magics):
                     if eager is not None:
                         self._apply_view_settings(eager, args)
                         self._publish(eager, args)
-                    raise result.error
+                    _raise_capture_error(result.error)
 
             # The compiled run warms up at least twice: the first call compiles,
             # the second catches a recompile (e.g. dynamic shapes), so neither
@@ -490,8 +510,8 @@ class TorchProf(Magics):
             _ACTIVE = False
         stats = recorder.stats
         if cresult.error is not None:
-            if isinstance(cresult.error, KeyboardInterrupt):
-                raise cresult.error
+            if isinstance(cresult.error, (KeyboardInterrupt, NestedProfilerError)):
+                _raise_capture_error(cresult.error)
             recorder.failed(cresult.error)
             if cresult.error_phase == "warm-up":
                 compiled = None
@@ -562,10 +582,12 @@ class TorchProf(Magics):
         name: str,
         extra_info: dict[str, Any] | None = None,
     ) -> Any:
+        from .capture.guards import pause_for_tests
         from .profile import CaptureInfo, Profile
         from .store import TRACE_NAME, compress_in_background
         from .trace.parser import parse_trace
 
+        pause_for_tests("parse")
         t0 = time.perf_counter()
         data = parse_trace(result.trace_path)
         parse_s = time.perf_counter() - t0
@@ -612,14 +634,20 @@ class TorchProf(Magics):
 
         if not isinstance(result, Profile):
             return
-        sort = args.sort if args.sort is not None else (self.sort or None)
+        sort = self._sort(args)
         if sort:
             try:
                 _sort_column(sort, result.ops)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
             result.sort = sort
-        result.row_limit = args.row_limit if args.row_limit is not None else self.row_limit
+        result.row_limit = self._row_limit(args)
+
+    def _sort(self, args: argparse.Namespace) -> str | None:
+        return args.sort if args.sort is not None else (self.sort or None)
+
+    def _row_limit(self, args: argparse.Namespace) -> int:
+        return args.row_limit if args.row_limit is not None else self.row_limit
 
     def _export(self, result: Any, args: argparse.Namespace) -> None:
         """``--export``: write the result; problems are one clear line."""
@@ -684,6 +712,20 @@ class TorchProf(Magics):
 
 
 _VALUE = re.compile(r"""("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
+
+
+def _raise_capture_error(error: BaseException) -> None:
+    """Re-raise what ended a capture.
+
+    The user's exception keeps its traceback, as for any cell; a profiler
+    started inside the cell is one line.
+    """
+    __tracebackhide__ = True  # noqa: F841
+    from .capture.guards import NestedProfilerError
+
+    if isinstance(error, NestedProfilerError):
+        raise UsageError(str(error)) from None
+    raise error
 
 
 def _split_value(text: str) -> tuple[str | None, str, str]:
@@ -798,7 +840,9 @@ class _CellRunner:
             tree = ast.parse(transformed, filename=filename)
         except SyntaxError as exc:
             raise UsageError(f"the cell has a syntax error: {exc.msg} (line {exc.lineno})") from None
-        if any(isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) for node in ast.walk(tree)):
+        from .capture.cellcheck import top_level_await
+
+        if top_level_await(tree) is not None:
             raise UsageError(
                 "top-level await is not supported inside %%torchprof; "
                 "wrap the async code in a function and call it with asyncio"

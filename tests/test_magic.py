@@ -175,7 +175,7 @@ def test_error_during_warmup_shows_traceback_only(shell):
     [
         ("%%torchprof --bogus\n1", "unknown option '--bogus'"),
         ("%%torchprof --steps\n1", "needs a value"),
-        ("%%torchprof --steps 0\n1", "at least 1"),
+        ("%%torchprof --steps 0\n1", "--steps must be a whole number from 1 to 10000"),
         ("%%torchprof\n# only a comment\n", "nothing to profile"),
         ("%%torchprof --device nonsense_device\n1", "unknown device"),
         ("%%torchprof --sort nope\nmodel(x)", "cannot sort by 'nope'"),
@@ -191,6 +191,56 @@ def test_bad_usage_is_one_clear_line(shell, capsys, cell, message):
     assert message in text
     assert "Traceback" not in text
     assert res.error_in_exec is not None or res.error_before_exec is not None
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--steps 99999999999999999999999", "--steps must be a whole number from 1 to 10000"),
+        ("--steps 10001", "--steps must be a whole number from 1 to 10000"),
+        ("--warmup -1", "--warmup must be a whole number from 0 to 10000"),
+        ("--warmup 20000", "--warmup must be a whole number from 0 to 10000"),
+        ("--sort nope", "--sort: cannot sort by 'nope'; choose one of:"),
+        ("--sort flops", "--sort flops needs --flops"),
+        ("--sort self_cpu_memory", "--sort self_cpu_memory needs --memory"),
+        ("-o 1x", "-o needs a variable name, not '1x'"),
+        ("-o class", "-o needs a variable name, not 'class'"),
+        ("--row-limit -5", "--row-limit must be -1 (all rows) or a number of rows"),
+        ("--export out.docx", "export: unknown export format '.docx'"),
+        ("--export no/such/folder/t.csv", "export: folder no/such/folder does not exist"),
+        ("--compare --backend nope", "torch.compile options: Invalid backend: 'nope'"),
+        ("--compare --mode fastest", "torch.compile options: Unrecognized mode=fastest"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_runs(shell, capsys, tmp_path, line, message):
+    run(shell, SETUP)
+    capsys.readouterr()
+    res = run(shell, f"%%torchprof {line}\ncalls.append(1)\nmodel(x)")
+    text = "".join(capsys.readouterr())
+    assert message in text, text
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1
+    assert res.error_in_exec is not None
+    assert shell.user_ns["calls"] == []  # the cell never ran
+    assert RunStore(tmp_path / "runs").list() == []  # and nothing was stored
+
+
+def test_config_defaults_are_checked_too(shell, capsys):
+    run(shell, SETUP)
+    shell.run_line_magic("config", "TorchProf.steps = 50000")
+    capsys.readouterr()
+    run(shell, "%%torchprof\ncalls.append(1)")
+    assert "--steps must be a whole number from 1 to 10000, not 50000" in "".join(capsys.readouterr())
+    assert shell.user_ns["calls"] == []
+
+
+def test_bad_options_of_load_are_refused_before_reading(shell, capsys, tmp_path):
+    path = real_trace("cpu_only.pt.trace.json.gz")
+    for line, message in (("-o 2b", "-o needs a variable name"), ("--sort nope", "cannot sort by 'nope'")):
+        capsys.readouterr()
+        res = run(shell, f"%torchprof --load {path} {line}")
+        assert res.error_in_exec is not None
+        assert message in "".join(capsys.readouterr())
+    assert RunStore(tmp_path / "runs").list() == []
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
