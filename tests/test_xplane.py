@@ -355,3 +355,9 @@ def test_device_work_in_both_files_is_counted_once(tmp_path: Path) -> None:
     prof = load(tmp_path)
     assert list(prof.kernels["name"]) == ["from_kineto"]
     assert any("XPlane's copy" in n and "tpu-host.xplane.pb" in n for n in prof.notes)
+
+
+def test_tpu_devices_are_named() -> None:
+    prof = load(TPU)
+    assert [p["name"] for p in prof.meta.device_properties] == ["TPU", "TPU"]
+    assert prof.summary["device"] == "TPU ×2"

@@ -138,6 +138,7 @@ def parse_with_device(path: str | Path) -> TraceData:
     found: list[str] = []
     rank = _rank_hint(data)
     extra = []
+    props: dict[int, dict] = {}
     for xp in xplanes_for(p, rank):
         found.append(xp.name)
         try:
@@ -149,6 +150,8 @@ def parse_with_device(path: str | Path) -> TraceData:
         if not dev.devices:
             notes.append(f"{xp.name}: XPlane file has no device planes (/device:TPU:N ...): host side only")
         extra.extend(dev.events)
+        for k, v in dev.properties.items():
+            props.setdefault(k, v)
     # Flows are re-read from the file on demand: that still works, as the
     # device events spliced in here carry none.
     td = parse_bytes(xplane.merge_into_kineto(data, extra) if extra else data, p)
@@ -162,6 +165,8 @@ def parse_with_device(path: str | Path) -> TraceData:
             f"({', '.join(found)}) was not added"
         )
         extra = []
+    if extra and props and not td.meta.device_properties:
+        td.meta.device_properties = [props.get(i, {"id": i}) for i in range(max(props) + 1)]
     marked = neuron.mark_device_work(td.events)
     nfiles = neuron.neuron_files(p.parent)
     found.extend(f.name for f in nfiles)

@@ -489,6 +489,8 @@ class DeviceEvents:
         relative to ``base_ns``.
     devices
         Device planes read, as ``TPU:0`` ...
+    properties
+        Per device index, a ``deviceProperties``-like entry (``id``, ``name``).
     kernels
         Number of op-line events (``cat: kernel``).
     linked
@@ -502,6 +504,7 @@ class DeviceEvents:
     kernels: int = 0
     linked: int = 0
     host_events: int = 0
+    properties: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def _ts_us(line: XLine, offset_ps: int, base_ns: int) -> float:
@@ -537,6 +540,10 @@ def _device_plane_events(
 ) -> None:
     label = plane.name.removeprefix("/device:")
     out.devices.append(label)
+    # Kineto's deviceProperties shape, so views name the device ("TPU ×2").
+    kind = _DEVICE_PLANE.match(plane.name).group("type")  # type: ignore[union-attr]
+    named = plane.stat_values(plane.stats).get("device_type_string")
+    out.properties.setdefault(device, {"id": device, "name": str(named or kind), "source": plane.name})
     out.events.append({"ph": "M", "name": "process_name", "pid": device, "args": {"name": label}})
     for line in plane.lines:
         if line.name in _SKIPPED_LINES:
