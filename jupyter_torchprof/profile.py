@@ -100,7 +100,8 @@ class Profile:
         self.meta: TraceMeta = data.meta
         self.name = name or (Path(data.meta.path).name if data.meta.path else "profile")
         self.capture = capture
-        self.notes: list[str] = list(notes or []) + list(data.meta.warnings)
+        self._notes: list[str] = list(notes or []) + list(data.meta.warnings)
+        self._step_notes_added = False
         self.partial = partial
         self.error = error
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -254,15 +255,57 @@ class Profile:
         """
         return kernels_mod.kernel_table(self._data.events, self._links)
 
+    @property
+    def notes(self) -> list[str]:
+        """Things the user must know about this profile.
+
+        The capture's and the parser's notes, then what the steps need said
+        (left-out steps, device work launched outside them; see
+        `analysis.steps.step_notes`), added on first access.
+        """
+        if not self._step_notes_added:
+            self._step_notes_added = True
+            extra = steps_mod.step_notes(self.steps, self.summary)
+            self._notes.extend(n for n in extra if n not in self._notes)
+        return self._notes
+
+    @notes.setter
+    def notes(self, value: list[str]) -> None:
+        self._notes = list(value)
+
+    @cached_property
+    def _device_steps(self) -> np.ndarray:
+        """Step (position in `steps`) that launched each device activity, -1 for none."""
+        return steps_mod.device_steps(self._data.events, self._links)
+
     @cached_property
     def steps(self) -> pd.DataFrame:
-        """One row per ``ProfilerStep#k``: wall, CPU busy, device busy."""
-        return steps_mod.step_table(self._data.events)
+        """One row per ``ProfilerStep#k`` (see `analysis.steps.step_table`).
+
+        Device figures are those of the work each step launched, wherever it
+        ran; ``..._in_window_us`` columns are the host range's time window.
+        In a partial run the steps after the completed ones are ``truncated``.
+        """
+        completed = self.capture.steps if self.partial and self.capture is not None else None
+        return steps_mod.step_table(self._data.events, self._links, completed, self._device_steps)
 
     @cached_property
     def streams(self) -> pd.DataFrame:
-        """Busy, idle and utilisation per device stream and per device, over the steps."""
-        return kernels_mod.stream_table(self._data.events, steps_mod.step_window(self.steps))
+        """Busy and idle time per device stream and per device (see `analysis.kernels.stream_table`).
+
+        With counted steps: the work they launched, over the time from the
+        first step's start until the last of that work (or step) ended.
+        Without: every device activity, over the recording window (that of
+        `summary`: first event's start to last event's end).
+        """
+        steps = self.steps
+        window = steps_mod.device_window(steps)
+        if window is None:
+            s = self.summary
+            return kernels_mod.stream_table(self._data.events, (s["window_start_us"], s["window_end_us"]))
+        act = kernels_mod.activity_rows(self._data.events)
+        mine = np.isin(self._device_steps, np.flatnonzero(steps["counted"].to_numpy(bool)))
+        return kernels_mod.stream_table(self._data.events, window, act[mine])
 
     @cached_property
     def memcpy(self) -> pd.DataFrame:
@@ -293,7 +336,7 @@ class Profile:
     @cached_property
     def summary(self) -> dict[str, Any]:
         """Headline numbers: device, steps, wall/CPU/device time per step."""
-        out = steps_mod.summarize(self.meta, self._data.events, self.steps)
+        out = steps_mod.summarize(self.meta, self._data.events, self.steps, self._device_steps, self._links)
         out["name"] = self.name
         if self.capture is not None:
             out["device_spec"] = self.capture.device
@@ -304,7 +347,9 @@ class Profile:
         out["partial"] = self.partial
         if self.error:
             out["error"] = self.error
-        out["notes"] = list(self.notes)
+        out["notes"] = list(self._notes) + [
+            n for n in steps_mod.step_notes(self.steps, out) if n not in self._notes
+        ]
         return out
 
     @cached_property

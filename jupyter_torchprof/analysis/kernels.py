@@ -247,20 +247,52 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def stream_table(events: pd.DataFrame, window: tuple[float, float] | None = None) -> pd.DataFrame:
+def stream_table(
+    events: pd.DataFrame, window: tuple[float, float] | None = None, rows: np.ndarray | None = None
+) -> pd.DataFrame:
     """Busy and idle time per device stream, and per device (``stream = "all"``).
 
-    ``window`` (start, end in µs) limits the accounting to e.g. the profiled
-    steps; by default the span from first to last device activity is used.
-    Busy time is the union of the activity intervals (overlaps counted once),
-    idle time the rest of the window, ``utilization_pct`` busy over window.
-    ``kernels`` counts the activities that overlap the window.
+    Parameters
+    ----------
+    events
+        The events frame.
+    window
+        (start, end) in µs; by default from the first start to the last end
+        of the activities. Activities are cut to it.
+    rows
+        The device activities to account for (positions in ``events``);
+        by default all kernels, copies and memsets. `Profile.streams` passes
+        the work the counted steps launched, wherever it ran.
+
+    Returns
+    -------
+    DataFrame with ``device``, ``stream``, ``kernels`` (activities overlapping
+    the window), ``busy_us`` (union of their intervals, overlaps counted
+    once), ``window_us``, and two idle times:
+
+    * ``idle_in_window_us``: ``window_us - busy_us``, the time in the window
+      the stream (device) ran nothing, before its first and after its last
+      activity included;
+    * ``idle_between_kernels_us``: Holistic Trace Analysis's idle time. On a
+      stream: the activities sorted by start, the sum over each of its start
+      minus the previous one's end (HTA's idle time breakdown; a stream runs
+      its work in order, so these are the gaps between its consecutive
+      kernels, and an overlap, should the trace show one, counts negatively
+      as in HTA). On an ``all`` row: the device's span (last end minus first
+      start) minus its busy time, HTA's temporal-breakdown idle time.
+
+    and ``utilization_pct`` (``busy_us`` over ``window_us``).
     """
-    rows = activity_rows(events)
-    cols = ["device", "stream", "kernels", "busy_us", "idle_us", "window_us", "utilization_pct"]
+    cols = [
+        "device", "stream", "kernels", "busy_us", "window_us",
+        "idle_in_window_us", "idle_between_kernels_us", "utilization_pct",
+    ]  # fmt: skip
+    if rows is None:
+        rows = activity_rows(events)
+    rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return pd.DataFrame(columns=cols)
-    start = events["ts"].to_numpy()[rows]
+    start = events["ts"].to_numpy()[rows].astype(np.float64)
     end = start + events["dur"].to_numpy()[rows]
     lo, hi = window if window is not None else (float(start.min()), float(end.max()))
     span = max(hi - lo, 0.0)
@@ -273,13 +305,22 @@ def stream_table(events: pd.DataFrame, window: tuple[float, float] | None = None
         dm = dev == d
         for st in sorted(set(stream[dm].tolist())):
             m = dm & (stream == st)
-            out.append((d, str(st), int(m.sum()), union_length(s[m], e[m])))
-        out.append((d, "all", int(dm.sum()), union_length(s[dm], e[dm])))
-    table = pd.DataFrame(out, columns=["device", "stream", "kernels", "busy_us"])
+            out.append((d, str(st), int(m.sum()), union_length(s[m], e[m]), gaps_between(s[m], e[m])))
+        busy = union_length(s[dm], e[dm])
+        out.append((d, "all", int(dm.sum()), busy, float(e[dm].max() - s[dm].min()) - busy))
+    table = pd.DataFrame(out, columns=["device", "stream", "kernels", "busy_us", "idle_between_kernels_us"])
     table["window_us"] = span
-    table["idle_us"] = np.maximum(span - table["busy_us"], 0.0)
+    table["idle_in_window_us"] = np.maximum(span - table["busy_us"], 0.0)
     table["utilization_pct"] = 100 * table["busy_us"] / span if span > 0 else np.nan
     return table[cols]
+
+
+def gaps_between(start: np.ndarray, end: np.ndarray) -> float:
+    """HTA's idle time of one stream: sum of each start minus the previous end, in start order."""
+    if len(start) < 2:
+        return 0.0
+    order = np.argsort(start, kind="stable")
+    return float((start[order][1:] - end[order][:-1]).sum())
 
 
 def memcpy_table(events: pd.DataFrame) -> pd.DataFrame:

@@ -1,8 +1,25 @@
-"""Per-step breakdown and the headline numbers of a profile."""
+"""Per-step breakdown and the headline numbers of a profile.
+
+Device work belongs to the step that **launched** it, as in Holistic Trace
+Analysis: a kernel, copy or memset is linked to its runtime call (the
+correlation id, see `links`), and the ``ProfilerStep`` range on the host that
+encloses that call's start owns it, even when the work runs after the host
+range has ended (DDP, asynchronous copies). Time-window figures (device time
+inside the host range) are kept in columns named ``..._in_window_us``.
+
+Some recorded steps are left out of the per-step statistics, and said so:
+*empty* trailing ones (no op started in them and they launched no device
+work, after the last step that did: the range torch opens after the last
+``prof.step()``), *truncated* ones (the step an exception interrupted in a
+partial run) and *suspicious* ones (a range on a thread where no op runs,
+while other threads run ops, that lies mostly outside every other recorded
+event, as some exporters write).
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,8 +35,10 @@ from .kernels import (
     union_length,
 )
 from .names import describe_kernel
+from .tree import lane_keys
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+#: At most 18 digits: every such number fits in int64 (a longer one is a name, not a step).
+_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
 #: Host-side collective communication (``gloo:all_reduce``, ``c10d::allreduce_``,
 #: ``nccl:all_reduce`` ...): time a rank spends waiting for the others.
 _COLLECTIVE = re.compile(
@@ -54,79 +73,327 @@ def step_rows(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return rows, step_no[rows]
 
 
-def step_table(events: pd.DataFrame) -> pd.DataFrame:
-    """One row per ``ProfilerStep#k`` range.
+@dataclass(frozen=True)
+class StepRanges:
+    """The ``ProfilerStep#k`` ranges in `step_table` order (step number, then start).
 
-    Columns: ``step``, ``start_us``, ``wall_us`` (the range's duration),
-    ``cpu_busy_us`` (time the host spent inside ops or runtime calls during
-    the step, over all threads, overlaps counted once), ``device_busy_us``
-    (time some device was busy during the step, overlaps counted once),
-    ``device_idle_us`` (``wall_us - device_busy_us``, 0 without device work),
-    ``host_comm_us`` (time inside host-side collective ops such as
-    ``gloo:all_reduce`` or ``c10d::allreduce_``, overlaps counted once),
-    ``device_activities`` (kernels, copies, memsets starting in the step), and
-    the device time of each kind of work in the step (overlaps counted per
-    activity, cut at the step's edges): ``kernel_us``, ``comm_us`` (the
-    communication kernels among them, e.g. NCCL collectives), ``memcpy_us``,
-    ``memset_us``.
+    Attributes
+    ----------
+    rows
+        Positions of the ranges in the events frame.
+    number
+        Step numbers.
+    lo, hi
+        Start and end of each range (µs).
+    lane
+        Thread of each range, as `tree.lane_keys` of (pid, tid) computed over
+        the whole frame, so it compares with `lanes` of other rows.
     """
-    cols = [
-        "step", "start_us", "wall_us", "cpu_busy_us", "device_busy_us", "device_idle_us",
-        "host_comm_us", "device_activities", "kernel_us", "comm_us", "memcpy_us", "memset_us",
-    ]  # fmt: skip
+
+    rows: np.ndarray
+    number: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    lane: np.ndarray
+
+
+def event_lanes(events: pd.DataFrame) -> np.ndarray:
+    """One integer per (pid, tid) of every event (see `tree.lane_keys`)."""
+    return lane_keys(events["pid"].to_numpy(), events["tid"].to_numpy())
+
+
+def step_ranges(events: pd.DataFrame, lanes: np.ndarray | None = None) -> StepRanges:
+    """The step ranges of a trace, ordered as `step_table` rows."""
     rows, numbers = step_rows(events)
-    if not len(rows):
-        return pd.DataFrame(columns=cols)
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
-    order = np.argsort(ts[rows], kind="stable")
+    order = np.lexsort((ts[rows], numbers))
     rows, numbers = rows[order], numbers[order]
-    lo = ts[rows]
-    hi = lo + dur[rows]
+    if lanes is None:
+        lanes = event_lanes(events)
+    return StepRanges(
+        rows, numbers, ts[rows].astype(np.float64), (ts[rows] + dur[rows]).astype(np.float64), lanes[rows]
+    )
 
-    host = np.flatnonzero(K.kind_mask(events, (K.CPU_OP, K.RUNTIME)))
+
+def launch_sources(events: pd.DataFrame, links: pd.DataFrame, act: np.ndarray) -> np.ndarray:
+    """For each device activity, the host row that launched it (-1: unknown).
+
+    The runtime call found by correlation id (or flow); where only the
+    ``External id`` links it, the op that made the call, whose start lies in
+    the same step as the call.
+    """
+    launch = links["launch"].to_numpy()[act]
+    op = links["op"].to_numpy()[act]
+    return np.where(launch >= 0, launch, op)
+
+
+def assign_to_steps(
+    t: np.ndarray, lane: np.ndarray, ranges: StepRanges, keep: np.ndarray | None = None
+) -> np.ndarray:
+    """Position (in ``ranges``) of the range enclosing each time ``t`` (-1: none; NaN never matches).
+
+    A range holds ``[lo, hi)``. Where ranges overlap (several threads stepping),
+    the range on the time's own thread wins, else the first in order.
+    ``keep`` (one bool per range) leaves the other ranges out.
+    """
+    out = np.full(len(t), -1, dtype=np.int64)
+    lo, hi = ranges.lo, ranges.hi
+    use = np.ones(len(lo), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    idx = np.flatnonzero(use)
+    if not len(idx) or not len(t):
+        return out
+    slo, shi = lo[idx], hi[idx]
+    if np.all(np.diff(slo) >= 0) and np.all(slo[1:] >= shi[:-1]):
+        # Sorted, disjoint ranges: one search.
+        k = np.searchsorted(slo, t, side="right") - 1
+        kk = np.clip(k, 0, len(idx) - 1)
+        ok = (k >= 0) & (t < shi[kk])
+        out[ok] = idx[kk[ok]]
+        return out
+    for k in idx.tolist():
+        inside = (t >= lo[k]) & (t < hi[k])
+        take = inside & ((out < 0) | ((lane == ranges.lane[k]) & (lane != ranges.lane[np.maximum(out, 0)])))
+        out[take] = k
+    return out
+
+
+def device_steps(
+    events: pd.DataFrame,
+    links: pd.DataFrame,
+    ranges: StepRanges | None = None,
+    lanes: np.ndarray | None = None,
+) -> np.ndarray:
+    """For each device activity (`kernels.activity_rows` order), the step that launched it.
+
+    The value is a position in `step_table` (and ``ranges``) order; -1 where the
+    launch lies in no step or no launch is known (see `launch_sources`).
+    """
+    if lanes is None:
+        lanes = event_lanes(events)
+    if ranges is None:
+        ranges = step_ranges(events, lanes)
     act = activity_rows(events)
-    d_s = ts[act]
+    src = launch_sources(events, links, act)
+    ok = src >= 0
+    t = np.full(len(act), np.nan)
+    t[ok] = events["ts"].to_numpy()[src[ok]]
+    lane = np.full(len(act), -1, dtype=np.int64)
+    lane[ok] = lanes[src[ok]]
+    return assign_to_steps(t, lane, ranges)
+
+
+def recording_window(events: pd.DataFrame, exclude: np.ndarray | None = None) -> tuple[float, float]:
+    """(first start, last end) of the complete events, leaving out the rows ``exclude``."""
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    mask = np.ones(len(events), dtype=bool)
+    if exclude is not None and len(exclude):
+        mask[exclude] = False
+    if not mask.any():
+        return 0.0, 0.0
+    return float(ts[mask].min()), float(end[mask].max())
+
+
+def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
+    """Length of the union of the intervals of each group (overlaps counted once)."""
+    out = np.zeros(groups, dtype=np.float64)
+    ok = group >= 0
+    if not ok.any():
+        return out
+    g, s, e = group[ok], start[ok].astype(np.float64), end[ok].astype(np.float64)
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    # Running maximum of the ends inside each group.
+    reach = pd.Series(e).groupby(g).cummax().to_numpy()
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    block_end = np.maximum.reduceat(e, first)
+    np.add.at(out, g[first], block_end - s[first])
+    return out
+
+
+_COLUMNS = [
+    "step", "start_us", "wall_us", "cpu_busy_us",
+    "device_busy_us", "device_activities", "kernel_us", "comm_us", "memcpy_us", "memset_us",
+    "device_start_us", "device_end_us", "device_span_us", "device_idle_us",
+    "device_busy_in_window_us", "device_idle_in_window_us",
+    "host_comm_us", "empty", "truncated", "suspicious", "counted",
+]  # fmt: skip
+
+
+def step_table(
+    events: pd.DataFrame,
+    links: pd.DataFrame,
+    completed: int | None = None,
+    owner: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """One row per ``ProfilerStep#k`` range, in step order.
+
+    Host side (time window of the range): ``step``, ``start_us``, ``wall_us``
+    (the range's duration), ``cpu_busy_us`` (time inside ops or runtime calls
+    during the range, over all threads, overlaps counted once),
+    ``host_comm_us`` (time inside host-side collectives such as
+    ``gloo:all_reduce``, overlaps counted once).
+
+    Device side, for the work the step **launched** (see `device_steps`),
+    wherever on the timeline it ran: ``device_busy_us`` (union over time of
+    that work, overlaps counted once), ``device_activities`` (its kernels,
+    copies and memsets), the summed durations of each kind (overlaps counted
+    per activity): ``kernel_us``, ``comm_us`` (the communication kernels
+    among them, e.g. NCCL collectives), ``memcpy_us``, ``memset_us``;
+    ``device_start_us`` / ``device_end_us`` (first start, last end of that
+    work, NaN without any), ``device_span_us`` (their difference) and
+    ``device_idle_us`` (span minus busy: the gaps inside the step's own device
+    work, HTA's temporal-breakdown idle time).
+
+    Time window of the host range, whoever launched the work:
+    ``device_busy_in_window_us`` (time some device was busy inside the range)
+    and ``device_idle_in_window_us`` (``wall_us`` minus that, 0 without device
+    work in the trace).
+
+    Flags: ``empty`` (no host event starts in the range, it launched no device
+    work, and so does every later range, while an earlier one did: the range
+    torch opens after the last step), ``truncated`` (position ``>= completed`` in a partial run:
+    the step the error interrupted), ``suspicious`` (a range on a thread where
+    no op runs, while other threads run ops, lying more outside the other
+    recorded events than inside them), and ``counted`` (none of these: the steps per-step statistics use).
+
+    Parameters
+    ----------
+    events
+        The events frame.
+    links
+        `links.link_device_events` of ``events``.
+    completed
+        Steps that completed in a partial run (None: all).
+    owner
+        `device_steps` of the trace, if already computed.
+    """
+    lanes = event_lanes(events)
+    ranges = step_ranges(events, lanes)
+    if not len(ranges.rows):
+        return _empty_frame()
+    if owner is None:
+        owner = device_steps(events, links, ranges, lanes)
+    ts = events["ts"].to_numpy()
+    dur = events["dur"].to_numpy()
+    lo, hi = ranges.lo, ranges.hi
+    n = len(lo)
+    act = activity_rows(events)
+    d_s = ts[act].astype(np.float64)
     d_e = d_s + dur[act]
-    if len(rows) > 1 and (lo[1:] < hi[:-1]).any():
-        # Overlapping step ranges (several threads stepping): each on its own.
-        per = [_one_step(events, host, act, a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-        cpu_busy = np.array([p[0] for p in per])
-        dev_busy = np.array([p[1] for p in per])
-        by_kind = {k: np.array([p[2][k] for p in per]) for k in _KIND_COLUMNS}
-    else:
-        h_s = ts[host]
-        cpu_busy = overlap_per_window(*merge_intervals(h_s, h_s + dur[host]), lo, hi)
-        dev_busy = overlap_per_window(*merge_intervals(d_s, d_e), lo, hi)
-        by_kind = {
-            col: overlap_per_window(d_s, d_e, lo, hi, w) for col, w in _kind_weights(events, act).items()
-        }
-    coll = collective_rows(events)
-    if len(coll) and not (len(rows) > 1 and (lo[1:] < hi[:-1]).any()):
-        host_comm = overlap_per_window(*merge_intervals(ts[coll], ts[coll] + dur[coll]), lo, hi)
-    else:
-        host_comm = np.array(
-            [
-                union_length(*clip_intervals(ts[coll], ts[coll] + dur[coll], a, b))
-                for a, b in zip(lo, hi, strict=True)
-            ]
-        )
-    first_in = np.searchsorted(np.sort(d_s), lo, side="left")
-    last_in = np.searchsorted(np.sort(d_s), hi, side="left")
+    mine = owner >= 0
+    by_kind = {
+        col: np.bincount(owner[mine], weights=(d_e - d_s)[mine] * w[mine], minlength=n)
+        for col, w in _kind_weights(events, act).items()
+    }
+    first = np.full(n, np.inf)
+    last = np.full(n, -np.inf)
+    np.minimum.at(first, owner[mine], d_s[mine])
+    np.maximum.at(last, owner[mine], d_e[mine])
+    count = np.bincount(owner[mine], minlength=n)
+    busy = union_per_group(owner, d_s, d_e, n)
+    has = count > 0
+    dev_start = np.where(has, first, np.nan)
+    dev_end = np.where(has, last, np.nan)
+    cpu_busy, busy_window, host_comm = _window_figures(events, act, lo, hi)
+    flags = _flags(events, lanes, ranges, count, completed)
     table = pd.DataFrame(
         {
-            "step": numbers,
+            "step": ranges.number,
             "start_us": lo,
             "wall_us": hi - lo,
             "cpu_busy_us": cpu_busy,
-            "device_busy_us": dev_busy,
-            "device_idle_us": np.where(len(act) > 0, np.maximum(hi - lo - dev_busy, 0.0), 0.0),
-            "host_comm_us": host_comm,
-            "device_activities": last_in - first_in,
+            "device_busy_us": busy,
+            "device_activities": count,
             **by_kind,
+            "device_start_us": dev_start,
+            "device_end_us": dev_end,
+            "device_span_us": np.where(has, dev_end - dev_start, 0.0),
+            "device_idle_us": np.where(has, np.maximum(dev_end - dev_start - busy, 0.0), 0.0),
+            "device_busy_in_window_us": busy_window,
+            "device_idle_in_window_us": np.where(len(act) > 0, np.maximum(hi - lo - busy_window, 0.0), 0.0),
+            "host_comm_us": host_comm,
+            **flags,
         }
     )
-    return table[cols].sort_values("step", kind="stable").reset_index(drop=True)
+    return table[_COLUMNS]
+
+
+def _empty_frame() -> pd.DataFrame:
+    flags = ("empty", "truncated", "suspicious", "counted")
+    return pd.DataFrame(
+        {
+            c: pd.Series(
+                dtype=bool if c in flags else np.int64 if c in ("step", "device_activities") else float
+            )
+            for c in _COLUMNS
+        }
+    )
+
+
+def _window_figures(
+    events: pd.DataFrame, act: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Host busy, device busy and host collective time inside each range (overlaps once)."""
+    ts = events["ts"].to_numpy()
+    dur = events["dur"].to_numpy()
+    host = np.flatnonzero(K.kind_mask(events, (K.CPU_OP, K.RUNTIME)))
+    coll = collective_rows(events)
+    sets = [(ts[r], ts[r] + dur[r]) for r in (host, act, coll)]
+    disjoint = np.all(np.diff(lo) >= 0) and np.all(lo[1:] >= hi[:-1])
+    out = []
+    for s, e in sets:
+        if disjoint:
+            vals = overlap_per_window(*merge_intervals(s, e), lo, hi)
+        else:
+            # Overlapping ranges (several threads stepping): each on its own.
+            vals = np.array([union_length(*clip_intervals(s, e, a, b)) for a, b in zip(lo, hi, strict=True)])
+        out.append(vals)
+    return out[0], out[1], out[2]
+
+
+def _flags(
+    events: pd.DataFrame, lanes: np.ndarray, ranges: StepRanges, launched: np.ndarray, completed: int | None
+) -> dict[str, np.ndarray]:
+    """``empty``, ``truncated``, ``suspicious`` and ``counted`` per range."""
+    n = len(ranges.lo)
+    ts = events["ts"].to_numpy()
+    host = np.flatnonzero(K.kind_mask(events, K.HOST_KINDS))
+    host = host[~np.isin(host, ranges.rows)]
+    starts = np.sort(ts[host])
+    started = np.searchsorted(starts, ranges.hi, side="left") - np.searchsorted(
+        starts, ranges.lo, side="left"
+    )
+    idle = (started == 0) & (launched == 0)
+    # Only trailing ones: the range torch opens after the last step, cut by
+    # stop(). A run whose every step is idle (a cell of pure Python) is a run
+    # of real steps whose work the profiler does not see.
+    order = np.argsort(ranges.lo, kind="stable")
+    busy_pos = np.flatnonzero(~idle[order])
+    empty = np.zeros(n, dtype=bool)
+    if len(busy_pos):
+        empty[order[busy_pos[-1] + 1 :]] = True
+    truncated = np.zeros(n, dtype=bool)
+    if completed is not None:
+        truncated[max(int(completed), 0) :] = True
+    # A range lying mostly outside everything else recorded, on a thread
+    # without ops: the exporter's clock or thread, not a step of the program.
+    rec_lo, rec_hi = recording_window(events, ranges.rows)
+    inside = np.maximum(np.minimum(ranges.hi, rec_hi) - np.maximum(ranges.lo, rec_lo), 0.0)
+    outside = (ranges.hi - ranges.lo) - inside
+    # (A trace without any op, a cell of pure Python, has nothing to compare with.)
+    op_lanes = np.unique(lanes[K.kind_mask(events, K.CPU_OP)])
+    no_ops = ~np.isin(ranges.lane, op_lanes) & (len(op_lanes) > 0)
+    suspicious = no_ops & (outside > inside)
+    return {
+        "empty": empty,
+        "truncated": truncated,
+        "suspicious": suspicious,
+        "counted": ~(empty | truncated | suspicious),
+    }
 
 
 _KIND_COLUMNS = ("kernel_us", "comm_us", "memcpy_us", "memset_us")
@@ -153,27 +420,28 @@ def _kind_weights(events: pd.DataFrame, act: np.ndarray) -> dict[str, np.ndarray
     }
 
 
-def _one_step(
-    events: pd.DataFrame, host: np.ndarray, act: np.ndarray, lo: float, hi: float
-) -> tuple[float, float, dict[str, float]]:
-    ts = events["ts"].to_numpy()
-    dur = events["dur"].to_numpy()
-    h_s, h_e = ts[host], ts[host] + dur[host]
-    d_s, d_e = ts[act], ts[act] + dur[act]
-    hm = (h_e > lo) & (h_s < hi)
-    dm = (d_e > lo) & (d_s < hi)
-    cs, ce = clip_intervals(h_s[hm], h_e[hm], lo, hi)
-    ds, de = clip_intervals(d_s[dm], d_e[dm], lo, hi)
-    weights = _kind_weights(events, act)
-    by_kind = {k: float(((de - ds) * w[dm]).sum()) for k, w in weights.items()}
-    return union_length(cs, ce), union_length(ds, de), by_kind
+def counted_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps per-step statistics use (``counted``), renumbered from 0."""
+    if steps.empty or "counted" not in steps:
+        return steps
+    return steps[steps["counted"].to_numpy(bool)].reset_index(drop=True)
 
 
 def step_window(steps: pd.DataFrame) -> tuple[float, float] | None:
-    """(start, end) of the profiled steps, or None without steps."""
+    """(start, end) of the counted steps' host ranges, or None without any."""
+    steps = counted_steps(steps)
     if steps.empty:
         return None
     return float(steps["start_us"].min()), float((steps["start_us"] + steps["wall_us"]).max())
+
+
+def device_window(steps: pd.DataFrame) -> tuple[float, float] | None:
+    """(start, end) from the first counted step's start until the last of its work ended."""
+    steps = counted_steps(steps)
+    if steps.empty:
+        return None
+    end = np.fmax(steps["start_us"] + steps["wall_us"], steps["device_end_us"])
+    return float(steps["start_us"].min()), float(end.max())
 
 
 def device_label(meta: TraceMeta, events: pd.DataFrame) -> str:
@@ -192,47 +460,148 @@ def device_label(meta: TraceMeta, events: pd.DataFrame) -> str:
     return "CPU"
 
 
-def summarize(meta: TraceMeta, events: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
+def summarize(
+    meta: TraceMeta, events: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray, links: pd.DataFrame
+) -> dict[str, Any]:
     """Headline numbers: device, steps, wall, CPU and device time per step.
 
-    Without ``ProfilerStep`` ranges (a trace captured without a schedule) the
-    whole trace counts as one step.
+    Per-step figures are means over the *counted* steps (see `step_table`);
+    device busy is the union over time of the work each step launched. With
+    no counted step (a trace captured without a schedule, or only left-out
+    steps) the recording window, from the first event's start to the last
+    one's end (a suspicious step range left out), counts as one step.
+
+    ``device_busy_pct`` is the device's busy time (overlaps once) over the
+    time from the first counted step's start until the last of the counted
+    steps' work ended (host range or device work, whichever ends later), so
+    it stays at or below 100 when the device lags behind the host.
+
+    Where the trace has steps, the device work is accounted for in full:
+    ``device_activities_in_steps`` / ``device_us_in_steps`` (launched in the
+    counted steps), ``..._left_out`` (launched in a left-out step),
+    ``..._outside_steps`` (launched before, between or after the steps) and
+    ``..._unlinked`` (no launch recorded), whose sums equal the kernel table's.
     """
     act = activity_rows(events)
     has_device = bool(len(act))
-    window = step_window(steps)
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
-    if window is None:
-        lo, hi = 0.0, float(meta.span_us)
-        n_steps = 0
-        wall = hi - lo
+    d_s = ts[act].astype(np.float64)
+    d_e = d_s + dur[act]
+    counted = counted_steps(steps)
+    out: dict[str, Any] = {"device": device_label(meta, events), "device_traced": has_device}
+    if counted.empty:
+        lo, hi = recording_window(events, _suspicious_rows(events, steps))
         host = np.flatnonzero(K.kind_mask(events, (K.CPU_OP, K.RUNTIME)))
-        cpu_busy = union_length(ts[host], ts[host] + dur[host])
-        dev_busy = union_length(ts[act], ts[act] + dur[act]) if has_device else 0.0
-        per = 1
+        wall = hi - lo
+        cpu_busy = union_length(*clip_intervals(ts[host], ts[host] + dur[host], lo, hi))
+        dev_busy = union_length(d_s, d_e) if has_device else 0.0
+        window = wall
+        n_steps, per = 0, 1
     else:
-        lo, hi = window
-        n_steps = len(steps)
-        wall = float(steps["wall_us"].sum())
-        cpu_busy = float(steps["cpu_busy_us"].sum())
-        dev_busy = float(steps["device_busy_us"].sum())
-        per = n_steps
-    out: dict[str, Any] = {
-        "device": device_label(meta, events),
-        "device_traced": has_device,
-        "steps": n_steps,
-        "wall_per_step_us": wall / per,
-        "cpu_busy_per_step_us": cpu_busy / per,
-        "device_busy_per_step_us": dev_busy / per if has_device else np.nan,
-        "device_busy_pct": 100 * dev_busy / wall if has_device and wall > 0 else np.nan,
-        "events": len(events),
-        "kernels": int(K.kind_mask(events, K.KERNEL).sum()),
-        "span_us": float(meta.span_us),
-        "rank": meta.rank,
-        "world_size": meta.world_size,
-    }
+        lo, hi = device_window(steps) or (0.0, 0.0)
+        n_steps = per = len(counted)
+        wall = float(counted["wall_us"].sum())
+        cpu_busy = float(counted["cpu_busy_us"].sum())
+        dev_busy = float(counted["device_busy_us"].sum())
+        mine = np.isin(owner, np.flatnonzero(steps["counted"].to_numpy(bool)))
+        ends = np.fmax(counted["start_us"] + counted["wall_us"], counted["device_end_us"]).to_numpy()
+        window = union_length(counted["start_us"].to_numpy(np.float64), ends)
+        union_busy = union_length(d_s[mine], d_e[mine])
+    pct_busy = dev_busy if counted.empty else union_busy
+    out.update(
+        {
+            "steps": n_steps,
+            "steps_recorded": len(steps),
+            "steps_empty": int(steps["empty"].sum()) if len(steps) else 0,
+            "steps_truncated": int(steps["truncated"].sum()) if len(steps) else 0,
+            "steps_suspicious": int(steps["suspicious"].sum()) if len(steps) else 0,
+            "window_start_us": float(lo),
+            "window_end_us": float(hi),
+            "wall_per_step_us": wall / per,
+            "cpu_busy_per_step_us": cpu_busy / per,
+            "device_busy_per_step_us": dev_busy / per if has_device else np.nan,
+            "device_busy_pct": 100 * pct_busy / window if has_device and window > 0 else np.nan,
+            "events": len(events),
+            "kernels": int(K.kind_mask(events, K.KERNEL).sum()),
+            "span_us": float(meta.span_us),
+            "rank": meta.rank,
+            "world_size": meta.world_size,
+        }
+    )
+    if len(steps):
+        out.update(_device_accounting(events, steps, owner, links, d_e - d_s))
     if n_steps > 1:
-        out["first_step_wall_us"] = float(steps["wall_us"].iloc[0])
-        out["rest_wall_per_step_us"] = float(steps["wall_us"].iloc[1:].mean())
+        out["first_step_wall_us"] = float(counted["wall_us"].iloc[0])
+        out["rest_wall_per_step_us"] = float(counted["wall_us"].iloc[1:].mean())
     return out
+
+
+def _suspicious_rows(events: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    if steps.empty:
+        return np.array([], dtype=np.int64)
+    rows, numbers = step_rows(events)
+    rows = rows[np.lexsort((events["ts"].to_numpy()[rows], numbers))]
+    return rows[steps["suspicious"].to_numpy(bool)]
+
+
+def _device_accounting(
+    events: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray, links: pd.DataFrame, dur: np.ndarray
+) -> dict[str, Any]:
+    """Where every device activity went: counted steps, left-out steps, outside, unlinked."""
+    act = activity_rows(events)
+    unlinked = launch_sources(events, links, act) < 0
+    in_counted = np.isin(owner, np.flatnonzero(steps["counted"].to_numpy(bool)))
+    parts = {
+        "in_steps": in_counted,
+        "left_out": (owner >= 0) & ~in_counted,
+        "outside_steps": (owner < 0) & ~unlinked,
+        "unlinked": unlinked,
+    }
+    out: dict[str, Any] = {}
+    for key, m in parts.items():
+        out[f"device_activities_{key}"] = int(m.sum())
+        out[f"device_us_{key}"] = float(dur[m].sum())
+    return out
+
+
+def step_notes(steps: pd.DataFrame, summary: dict[str, Any]) -> list[str]:
+    """What the reader must know about the steps: those left out, device work not in them."""
+    from ..views.format import fmt_time
+
+    notes = []
+    if steps.empty:
+        return notes
+    names = [f"ProfilerStep#{int(s)}" for s in steps["step"]]
+    for flag, why in (
+        ("empty", "empty (no op started in it and it launched no device work)"),
+        ("truncated", "cut short by the error that interrupted the run"),
+    ):
+        hit = [n for n, f in zip(names, steps[flag].to_numpy(bool), strict=True) if f]
+        if hit:
+            notes.append(
+                f"{', '.join(hit)} {'is' if len(hit) == 1 else 'are'} {why}: left out of the per-step figures"
+            )
+    lo, hi = summary.get("window_start_us", 0.0), summary.get("window_end_us", 0.0)
+    for n, row in zip(names, steps.itertuples(index=False), strict=True):
+        if row.suspicious:
+            notes.append(
+                f"{n} lasts {fmt_time(row.wall_us)} on a thread where no op runs, but the other recorded "
+                f"events span {fmt_time(hi - lo)}: the range looks wrong and is left out of the per-step figures"
+            )
+    counted = int(summary.get("steps") or 0)
+    if counted == 0 and len(steps):
+        notes.append("no step is left to count: figures are over the recording window, as one step")
+    for key, what in (
+        ("outside_steps", "were launched outside the profiled steps (before, between or after them)"),
+        ("left_out", "were launched in left-out steps"),
+        ("unlinked", "have no recorded launch, so no step"),
+    ):
+        k = int(summary.get(f"device_activities_{key}") or 0)
+        if k and counted:
+            us = float(summary.get(f"device_us_{key}") or 0.0)
+            notes.append(
+                f"{k:,} device activities ({fmt_time(us)} of device time) {what}: in the kernel table, "
+                "not in the per-step figures"
+            )
+    return notes

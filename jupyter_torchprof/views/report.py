@@ -281,8 +281,9 @@ _STEP_COLUMNS = [
     Col("step", "Step", "count"),
     Col("wall_us", "Wall", "time"),
     Col("cpu_busy_us", "CPU busy", "time"),
-    Col("device_busy_us", "Device busy", "time"),
-    Col("device_idle_us", "Device idle", "time"),
+    Col("device_busy_us", "Device busy", "time", "union over time of the device work the step launched"),
+    Col("device_idle_us", "Device idle", "time", "gaps inside the step's own device work (span minus busy)"),
+    Col("device_busy_in_window_us", "Busy in window", "time", "device busy inside the host range"),
     Col("kernel_us", "Kernels", "time"),
     Col("comm_us", "Communication", "time"),
     Col("memcpy_us", "Copies", "time"),
@@ -294,7 +295,8 @@ _STREAM_COLUMNS = [
     Col("stream", "Stream", "text"),
     Col("kernels", "Kernels", "count"),
     Col("busy_us", "Busy", "time"),
-    Col("idle_us", "Idle", "time"),
+    Col("idle_in_window_us", "Idle in window", "time", "window minus busy"),
+    Col("idle_between_kernels_us", "Idle between kernels", "time", "HTA: gaps between consecutive kernels"),
     Col("utilization_pct", "Utilisation", "pct"),
 ]
 
