@@ -92,3 +92,57 @@ def test_compare_generates_triton_kernels(shell):
     kernels = c.compile_stats.kernels
     assert len(kernels) and kernels["kind"].isin(["pointwise", "reduction", "persistent reduction"]).all()
     assert (c.diff_kernels["status"] == "only_b").any()
+
+
+def test_scheduled_capture_matches_key_averages_and_launches(tmp_path):
+    """A scheduled profile of a training step: key_averages() taken inside on_trace_ready
+    (the cycle clears the events after), and each step's device work found by launch."""
+    from test_step_attribution import Raw
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    dev = torch.accelerator.current_accelerator()
+    activity = ProfilerActivity.CUDA if dev.type == "cuda" else getattr(ProfilerActivity, dev.type.upper())
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).to(
+        dev
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(256, 512, device=dev)
+    path = tmp_path / "scheduled.json"
+    seen: dict[str, list] = {}
+
+    def ready(p):
+        p.export_chrome_trace(str(path))
+        seen["ka"] = [(e.key, e.count, e.self_device_time_total) for e in p.key_averages()]
+
+    with profile(
+        activities=[ProfilerActivity.CPU, activity],
+        schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+        on_trace_ready=ready,
+    ) as prof:
+        for _ in range(4):
+            # no synchronize: device work runs on after its host step ends
+            model(x).relu().mean().backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    p = load(str(path))
+    ours = p.ops.set_index("name")
+    total = sum(t for _, _, t in seen["ka"])
+    assert total > 0
+    for key, count, self_device in seen["ka"]:
+        assert ours.loc[key, "calls"] == count, key
+        if self_device >= 0.01 * total:
+            assert ours.loc[key, "self_device_us"] == pytest.approx(self_device, rel=0.01, abs=2), key
+    raw = Raw("", path=path)
+    steps = p.steps
+    assert len(steps) == len(raw.steps) and steps["counted"].any()
+    for k in range(len(raw.steps)):
+        mine = raw.launched(k)
+        assert steps["device_activities"].iloc[k] == len(mine)
+        launched_us = sum(d["dur"] for d in mine)
+        got = steps[["kernel_us", "memcpy_us", "memset_us"]].iloc[k].sum()
+        assert got == pytest.approx(launched_us, rel=1e-9, abs=1e-6)
+    k = p.kernels
+    s = p.summary
+    parts = ("in_steps", "left_out", "outside_steps", "unlinked")
+    assert int(k["calls"].sum()) == sum(s[f"device_activities_{x}"] for x in parts) == len(raw.device)

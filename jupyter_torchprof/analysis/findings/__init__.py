@@ -20,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from .bursts import find_device_bursts
 from .compile import find_compile
 from .copies import find_copies
 from .distributed import find_exposed_communication, find_stragglers, find_unchecked_ranks
@@ -78,6 +80,7 @@ RULES: list[tuple[str, str, bool, Rule]] = [
     ("compile", "torch.compile graph breaks and recompiles", False, find_compile),
     ("communication", "Communication overlap", True, find_exposed_communication),
     ("stragglers", "Stragglers", False, find_unchecked_ranks),
+    ("device_bursts", "Short device bursts (graph breaks)", True, find_device_bursts),
 ]
 
 
@@ -168,9 +171,10 @@ def inputs_from_profile(profile: Any) -> Inputs:
     if stats is None and capture is not None:
         stats = getattr(capture, "compile_stats", None)
     meta = profile.meta
+    steps, launch_step = _counted_steps_and_launches(profile)
     return Inputs(
         events=profile.events,
-        steps=profile.steps,
+        steps=steps,
         summary=profile.summary,
         kernels=profile.kernels,
         device_properties=list(meta.device_properties),
@@ -178,7 +182,27 @@ def inputs_from_profile(profile: Any) -> Inputs:
         rank=meta.rank,
         device_kind=getattr(capture, "device_kind", None) if capture is not None else None,
         compile_stats=stats,
+        launch_step=launch_step,
     )
+
+
+def _counted_steps_and_launches(profile: Any) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The counted steps, and for every event the counted step that launched it (-1)."""
+    from ..kernels import activity_rows
+    from ..steps import counted_steps
+
+    steps = profile.steps
+    owner = getattr(profile, "_device_steps", None)
+    if owner is None or steps.empty or "counted" not in steps:
+        return counted_steps(steps), None
+    # Positions in the full table -> positions among the counted rows.
+    counted = steps["counted"].to_numpy(bool)
+    remap = np.full(len(steps) + 1, -1, dtype=np.int64)
+    remap[np.flatnonzero(counted)] = np.arange(int(counted.sum()))
+    events = profile._data.events
+    launch_step = np.full(len(events), -1, dtype=np.int64)
+    launch_step[activity_rows(events)] = remap[np.where(owner >= 0, owner, len(steps))]
+    return counted_steps(steps), launch_step
 
 
 def merge_rank_findings(cross: pd.DataFrame, per_rank: Sequence[tuple[Any, pd.DataFrame]]) -> pd.DataFrame:

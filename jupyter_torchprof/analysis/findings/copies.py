@@ -52,7 +52,7 @@ def find_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
         return []
     rows = np.flatnonzero(inp.kind == K.MEMCPY)
     if inp.has_steps and len(rows):
-        rows = rows[inp.in_steps(rows)]
+        rows = rows[inp.launched_in_steps(rows)]
     if not len(rows):
         return []
     names = inp.names[rows].astype(str)

@@ -103,7 +103,8 @@ class Inputs:
         ``Profile.events``: parsed columns plus ``parent``, ``depth``,
         ``launch``, ``op`` (positions, -1 when none).
     steps
-        ``Profile.steps``.
+        The counted rows of ``Profile.steps`` (empty, truncated and suspicious
+        steps left out; see `analysis.steps.counted_steps`).
     summary
         ``Profile.summary``.
     kernels
@@ -118,6 +119,10 @@ class Inputs:
     compile_stats
         Graph breaks / recompiles of a ``--compile`` run, when the capture
         recorded them (any mapping or object; read defensively).
+    launch_step
+        One value per event: for device work, the position in ``steps`` of
+        the step that launched it (-1: launched in none of them); -1 for
+        other events. None: device work is placed by its start time instead.
     """
 
     events: pd.DataFrame
@@ -129,6 +134,7 @@ class Inputs:
     rank: int | None = None
     device_kind: str | None = None
     compile_stats: Any = None
+    launch_step: np.ndarray | None = None
 
     # ------------------------------------------------------------------ #
     # columns as arrays (shared by the rules)
@@ -243,8 +249,12 @@ class Inputs:
             lo = self.steps["start_us"].to_numpy(np.float64)
             hi = lo + self.steps["wall_us"].to_numpy(np.float64)
             return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
-        span = float(self.summary.get("span_us") or (self.end.max() if len(self.events) else 0.0))
-        return [(0.0, span)]
+        # The recording window: a suspicious step range may reach far past it.
+        lo = self.summary.get("window_start_us")
+        hi = self.summary.get("window_end_us")
+        if lo is None or hi is None:
+            lo, hi = 0.0, float(self.summary.get("span_us") or (self.end.max() if len(self.events) else 0.0))
+        return [(float(lo), float(hi))]
 
     @cached_property
     def unit(self) -> str:
@@ -268,6 +278,14 @@ class Inputs:
         for lo, hi in self.windows:
             inside |= (t >= lo) & (t < hi)
         return inside
+
+    def launched_in_steps(self, rows: np.ndarray) -> np.ndarray:
+        """Which of the device-work ``rows`` a counted step launched (all without steps)."""
+        if not self.has_steps:
+            return np.ones(len(rows), dtype=bool)
+        if self.launch_step is None:
+            return self.in_steps(rows)
+        return self.launch_step[rows] >= 0
 
     def step_of(self, rows: np.ndarray) -> np.ndarray:
         """Index (into `windows`) of the step each row starts in, -1 outside."""

@@ -52,7 +52,11 @@ def find_overhead(inp: Inputs, th: Thresholds) -> list[Finding]:
     cpu = float(s.get("cpu_busy_per_step_us") or 0.0)
     if wall <= 0:
         return []
-    busy_pct = 100 * dev / wall
+    # The summary's share: busy time over the steps' time until their device
+    # work ended, so a device lagging behind the host never reads above 100%.
+    busy_pct = float(s.get("device_busy_pct", np.nan))
+    if not np.isfinite(busy_pct):
+        busy_pct = 100 * dev / wall
     if busy_pct >= th.overhead_device_busy_max_pct:
         return []
     idle_pct = 100 - busy_pct
@@ -112,7 +116,7 @@ def find_overhead(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "device_idle_pct": idle_pct,
                 "steps": int(s.get("steps") or 0),
             },
-            impact_us=wall - dev,
+            impact_us=wall * idle_pct / 100,
             event_rows=limit_rows(steps.tolist(), th.max_event_rows),
             ops=top,
         )
@@ -125,7 +129,7 @@ def find_launch_bound(inp: Inputs, th: Thresholds) -> list[Finding]:
         return []
     kern = np.flatnonzero(inp.kind == K.KERNEL)
     if inp.has_steps and len(kern):
-        kern = kern[inp.in_steps(kern)]
+        kern = kern[inp.launched_in_steps(kern)]
     per = inp.n_steps
     kps = len(kern) / per
     if kps < th.launch_min_kernels_per_step:

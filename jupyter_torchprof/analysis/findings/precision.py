@@ -90,8 +90,11 @@ def find_precision(inp: Inputs, th: Thresholds) -> list[Finding]:
         vendor = _vendor(props, str(sel["name"].iloc[0]))
         major = props.get("computeMajor")
         major = int(major) if isinstance(major, (int, float)) else None
-        time_step = float(sel["total_us"].sum()) / per
         names = sel["name"].astype(str).tolist()
+        # Per step: the calls the counted steps launched (the kernel table
+        # also holds work launched outside them).
+        launched = inp.rows_named(names, inp.activity_rows)
+        time_step = float(inp.dur[launched[inp.launched_in_steps(launched)]].sum()) / per
         evidence = {
             "share_pct": share,
             "time_per_step_us": time_step,

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ...trace import categories as K
 from ...views.format import fmt_time
+from .intervals import merge
 from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
 
@@ -228,16 +229,24 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
     out = []
     wall = inp.wall_per_step
     per = inp.n_steps
+    tid = inp.column("tid")
     for (label, call), g in groups.items():
         n = len(g["calls"]) or len(g["recs"])
-        blocked = float(inp.dur[g["calls"]].sum()) if g["kind"] == "blocking" and g["calls"] else 0.0
+        calls_g = np.array(g["calls"], dtype=np.int64)
+        threads = len(set(tid[calls_g].tolist())) if len(calls_g) else 0
+        blocking = g["kind"] == "blocking" and len(calls_g) > 0
+        # Threads blocking at the same time block the host once: the union
+        # over time, cut to the steps, not the sum of the calls.
+        blocked = blocked_time(inp, calls_g) if blocking else 0.0
+        summed = float(inp.dur[calls_g].sum()) if blocking else 0.0
         blocked_step = blocked / per
         pct = 100 * blocked_step / wall if wall > 0 else 0.0
         if g["kind"] == "blocking":
             sev = HIGH if pct >= th.sync_high_step_pct else MEDIUM if pct >= th.sync_medium_step_pct else INFO
+            on = f" on {threads} threads" if threads > 1 else ""
             title = (
                 f"Sync: {label} → {call} ×{n}{_rate(n, inp)}, host blocked "
-                f"{fmt_time(blocked_step)}{inp.per} ({pct:.1f}% of the {inp.unit})"
+                f"{fmt_time(blocked_step)}{inp.per}{on} ({pct:.1f}% of the {inp.unit})"
             )
         else:
             sev = INFO
@@ -255,6 +264,8 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
             "count": n,
             "per_step": n / per,
             "blocked_us": blocked,
+            "blocked_summed_us": summed,
+            "threads": threads,
             "blocked_per_step_us": blocked_step,
             "blocked_step_pct": pct,
             "op_chains": sorted(g["chains"]),
@@ -280,6 +291,17 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
         )
     out.sort(key=lambda f: -f.impact_us)
     return out[: th.sync_groups_reported]
+
+
+def blocked_time(inp: Inputs, rows: np.ndarray) -> float:
+    """Time (overlaps counted once) some of ``rows`` ran, inside the steps (or the recording window)."""
+    total = 0.0
+    for lo, hi in inp.windows:
+        s = np.clip(inp.ts[rows], lo, hi)
+        e = np.clip(inp.end[rows], lo, hi)
+        bs, be = merge(s, e)
+        total += float((be - bs).sum())
+    return total
 
 
 def _rate(n: int, inp: Inputs) -> str:

@@ -27,7 +27,7 @@ def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
         return []
     rows = np.flatnonzero(inp.kind == K.KERNEL)
     if inp.has_steps and len(rows):
-        rows = rows[inp.in_steps(rows)]
+        rows = rows[inp.launched_in_steps(rows)]
     # A collective's time is mostly waiting for the other ranks, so its spread
     # says nothing about the kernel; rule 9 looks at it instead.
     codes = inp.name_codes[rows]
