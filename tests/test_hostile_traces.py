@@ -1,0 +1,519 @@
+"""Hostile traces: the reader's contract is one `TraceError` naming the file, or
+a Profile in which every bad event was skipped and counted. Never another
+exception, never a hang, never memory far beyond the limit.
+
+The expected counts are worked out here from the documents themselves (plain
+Python over what was written), not read back from the parser.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jupyter_torchprof import load
+from jupyter_torchprof.errors import TraceError
+from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.trace import reader
+from jupyter_torchprof.trace.parser import parse_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+DAY_US = 86_400e6
+#: Examples per property; CI keeps the default, a long local hunt raises it.
+EXAMPLES = int(os.environ.get("TORCHPROF_HYPOTHESIS_EXAMPLES", 120))
+#: No single input may take longer than this (a hang fails the test).
+HANG_S = 30
+
+
+def _event(name="aten::mm", ts=10.0, dur=5.0, cat="cpu_op", **extra):
+    e = {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+    e.update(extra)
+    return e
+
+
+def _good(n=4):
+    return [_event(ts=10.0 * i) for i in range(n)]
+
+
+def _tables(p: Profile) -> None:
+    for attr in ("events", "ops", "kernels", "steps", "streams", "summary", "memcpy", "launches"):
+        getattr(p, attr)
+    p.table()
+    p._repr_mimebundle_()
+
+
+@contextmanager
+def _no_hang(seconds: int = HANG_S):
+    def fail(signum, frame):
+        raise AssertionError(f"an input took more than {seconds} s: a hang")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _load_or_error(path: Path) -> Profile | TraceError:
+    """The contract: a working Profile, or one TraceError naming the file in one line."""
+    with _no_hang(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            p = load(str(path))
+        except TraceError as err:
+            assert str(path) in str(err), str(err)
+            assert "\n" not in str(err)
+            return err
+        assert isinstance(p, Profile)
+        _tables(p)
+        return p
+
+
+def _write(folder: Path, data: bytes, gz: bool = False, name: str = "hostile") -> Path:
+    path = folder / (name + (".json.gz" if gz else ".json"))
+    path.write_bytes(gzip.compress(data, compresslevel=1) if gz else data)
+    return path
+
+
+def _doc(events, **top) -> bytes:
+    # json.dumps writes NaN / Infinity literals for non-finite floats, as
+    # some trace writers do: that is part of what is being tested.
+    return json.dumps({"traceEvents": events, **top}).encode()
+
+
+# --------------------------------------------------------------------------- #
+# hand-made: deep nesting and [ bombs
+
+
+def _nested(depth: int, open_: str = "[", close: str = "]") -> str:
+    return open_ * depth + close * depth
+
+
+DEEP = {
+    "[ bomb, never closed": b"[" * 100_000,
+    "{ bomb inside traceEvents": b'{"traceEvents":[' + b'{"a":' * 50_000,
+    "2k levels in an event's args": (
+        '{"traceEvents":[' + json.dumps(_event())[:-1] + ',"x":' + _nested(2_000) + "}]}"
+    ).encode(),
+    "100k levels in an event's args": (
+        '{"traceEvents":[' + json.dumps(_event())[:-1] + ',"x":' + _nested(100_000) + "}]}"
+    ).encode(),
+    "100k levels in a top-level key": (
+        '{"traceEvents":' + json.dumps(_good()) + ',"deviceProperties":' + _nested(100_000) + "}"
+    ).encode(),
+    "100k levels in the name": (
+        '{"traceEvents":[' + json.dumps(_event())[:-1] + ',"name":' + _nested(100_000) + "}]}"
+    ).encode(),
+}
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])
+@pytest.mark.parametrize("case", sorted(DEEP))
+def test_deep_nesting_is_one_trace_error(tmp_path, case, gz):
+    err = _load_or_error(_write(tmp_path, DEEP[case], gz))
+    assert isinstance(err, TraceError), f"{case}: loaded"
+    assert "nested too deeply" in str(err) or "not valid JSON" in str(err)
+
+
+@pytest.mark.parametrize("depth", [50, 300])
+def test_moderately_nested_values_still_load(tmp_path, depth):
+    """Nesting that orjson refuses to write back (over 255) must not cost the event."""
+    deep = json.loads(_nested(depth))
+    events = _good() + [
+        _event(cat="kernel", args={"grid": deep, "kernel_file": deep}),
+        _event(args={"Input Dims": deep, "Call stack": deep}),
+    ]
+    p = _load_or_error(_write(tmp_path, _doc(events)))
+    assert isinstance(p, Profile)
+    assert len(p.events) == len(events) and p.meta.skipped == 0
+
+
+# --------------------------------------------------------------------------- #
+# hand-made: values of the wrong shape
+
+
+LIST_VALUES = [[1, 2], [[1]], [], {"a": 1}]
+
+
+@pytest.mark.parametrize("value", LIST_VALUES, ids=json.dumps)
+@pytest.mark.parametrize("field", ["ts", "dur", "pid", "tid"])
+@pytest.mark.parametrize("how", ["one of several", "every event"])
+def test_list_valued_fields_are_skipped_and_counted(tmp_path, field, value, how):
+    bad = [{**_event(ts=100.0 + i), field: value} for i in range(3)]
+    events = bad if how == "every event" else _good() + bad
+    p = _load_or_error(_write(tmp_path, _doc(events)))
+    assert isinstance(p, Profile)
+    assert len(p.events) == len(events) - len(bad)
+    assert p.meta.skipped == len(bad), p.meta.skipped_reasons
+
+
+@pytest.mark.parametrize("field", ["ts", "pid", "tid", "Bytes"])
+def test_list_values_in_memory_and_flow_events(tmp_path, field):
+    mem = {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5.0, "args": {"Bytes": 64}}
+    flow = {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 5.0}
+    bad_mem = dict(mem, args={"Bytes": [1, 2]}) if field == "Bytes" else dict(mem, **{field: [1, 2]})
+    bad_flow = dict(flow, **{field: [1, 2]}) if field != "Bytes" else flow
+    p = _load_or_error(_write(tmp_path, _doc(_good() + [mem, bad_mem, bad_flow, bad_flow])))
+    assert isinstance(p, Profile)
+    assert len(p.events) == 4
+    assert len(p.memory_events) == 1
+
+
+def test_args_of_the_wrong_shape_are_read_loosely(tmp_path):
+    events = _good() + [
+        _event(cat="kernel", args={"correlation": [1, 2], "device": [0], "stream": [[7]], "grid": 5}),
+        _event(cat="kernel", args=[1, 2, 3]),
+        _event(args={"External id": {"a": 1}, "Input Dims": "x"}),
+    ]
+    p = _load_or_error(_write(tmp_path, _doc(events)))
+    assert isinstance(p, Profile)
+    assert len(p.events) == len(events) and p.meta.skipped == 0
+    kernels = p.events[p.events["kind"] == "kernel"]
+    assert (kernels["correlation"] == -1).all() and (kernels["stream"] >= -1).all()
+
+
+# --------------------------------------------------------------------------- #
+# hand-made: numbers
+
+
+def test_huge_step_number_is_a_name_not_an_overflow(tmp_path):
+    events = [
+        _event("ProfilerStep#1", ts=0.0, dur=50.0, cat="user_annotation"),
+        _event("ProfilerStep#99999999999999999999", ts=60.0, dur=50.0, cat="user_annotation"),
+        _event("ProfilerStep#" + "9" * 5000, ts=120.0, dur=50.0, cat="user_annotation"),
+        _event("aten::mm", ts=10.0, dur=5.0),
+        _event("aten::mm", ts=70.0, dur=5.0),
+    ]
+    p = _load_or_error(_write(tmp_path, _doc(events)))
+    assert isinstance(p, Profile)
+    assert p.steps["step"].tolist() == [1]
+    assert p.summary["steps"] == 1
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])
+def test_nan_and_infinity_literals_skip_only_their_events(tmp_path, gz):
+    bad = [
+        _event(ts=float("nan")),
+        _event(ts=float("inf")),
+        _event(ts=float("-inf")),
+        _event(dur=float("nan")),
+        _event(dur=float("inf")),
+    ]
+    harmless = [_event(cat="kernel", args={"bytes": float("nan"), "registers per thread": float("inf")})]
+    data = _doc(_good() + bad + harmless + [_event(name="NaN Infinity -Infinity")])
+    assert b"NaN" in data and b"-Infinity" in data  # literals, as Python writes them
+    p = _load_or_error(_write(tmp_path, data, gz))
+    assert isinstance(p, Profile)
+    assert p.meta.skipped == len(bad), p.meta.skipped_reasons
+    assert len(p.events) == 4 + 1 + 1
+    assert "NaN Infinity -Infinity" in set(p.events["name"].astype(str))  # strings are left alone
+    assert any("NaN/Infinity" in w for w in p.meta.warnings)
+
+
+def test_nan_in_the_top_level_loads(tmp_path):
+    p = _load_or_error(_write(tmp_path, _doc(_good(), baseTimeNanoseconds=float("nan"))))
+    assert isinstance(p, Profile) and len(p.events) == 4
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])
+def test_utf8_byte_order_mark_is_accepted(tmp_path, gz):
+    p = _load_or_error(_write(tmp_path, b"\xef\xbb\xbf" + _doc(_good()), gz))
+    assert isinstance(p, Profile) and len(p.events) == 4
+
+
+def test_huge_integers_are_not_overflows(tmp_path):
+    events = _good() + [
+        _event(ts=10**30, pid=10**40, tid=-(10**40), args={"External id": 10**30, "correlation": 10**20}),
+        _event(dur=10**400),
+        _event(ts=-1.0),  # its ts is written below as a 4,400-digit integer
+    ]
+    data = _doc(events).replace(b'"ts": -1.0', b'"ts": ' + b"9" * 4400)
+    p = _load_or_error(_write(tmp_path, data))
+    assert isinstance(p, Profile)
+    # 1e30 is a finite timestamp; 10**400 and 9...9 are not finite as floats.
+    assert len(p.events) == 5 and p.meta.skipped == 2, p.meta.skipped_reasons
+
+
+# --------------------------------------------------------------------------- #
+# files that are not files
+
+
+def test_fifo_trace_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    err = _load_or_error(fifo)
+    assert isinstance(err, TraceError)  # load() says "neither a file nor a folder"
+    with _no_hang(10), pytest.raises(TraceError, match="not a regular file"):
+        parse_trace(fifo)
+
+
+def test_symlink_to_dev_zero_is_refused(tmp_path):
+    link = tmp_path / "zero.json.gz"
+    link.symlink_to("/dev/zero")
+    with _no_hang(10), pytest.raises(TraceError, match="not a regular file"):
+        parse_trace(link)
+
+
+# --------------------------------------------------------------------------- #
+# gzip bombs, measured in a fresh process (its own peak RSS)
+
+_BOMB_CHILD = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    import jupyter_torchprof.profile  # imports counted in the baseline
+    from jupyter_torchprof import load
+    from jupyter_torchprof.errors import TraceError
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        p = load(sys.argv[1])
+        out = {"events": len(p.events)}
+    except TraceError as err:
+        out = {"error": str(err)}
+    out["growth"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    print(json.dumps(out))
+    """
+)
+
+
+def _bomb(path: Path, content_bytes: int) -> Path:
+    """A gzip file whose trace is ``content_bytes`` of whitespace inside ``traceEvents``."""
+    piece = b" " * (1 << 20)
+    with gzip.GzipFile(path, "wb", compresslevel=9, mtime=0) as fh:
+        fh.write(b'{"traceEvents":[')
+        for _ in range(content_bytes >> 20):
+            fh.write(piece)
+        fh.write(b"]}")
+    return path
+
+
+def _child(path: Path, limit: int) -> dict:
+    env = dict(os.environ, TORCHPROF_MAX_TRACE_BYTES=str(limit), PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", _BOMB_CHILD, str(path)],
+        capture_output=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def bomb_file(tmp_path_factory):
+    return _bomb(tmp_path_factory.mktemp("bomb") / "bomb.json.gz", 512 << 20)
+
+
+def test_gzip_bomb_stops_at_the_limit(bomb_file):
+    limit = 64 << 20
+    assert bomb_file.stat().st_size < 2 << 20  # a small file ...
+    res = _child(bomb_file, limit)
+    assert "error" in res, res
+    assert "inflates to more than 0.07 GB" in res["error"]  # ... named with the limit
+    assert "TORCHPROF_MAX_TRACE_BYTES" in res["error"]
+    # Inflated in 16 MiB pieces into one buffer: at most the limit plus a
+    # piece or two, not the whole 512 MiB (nor twice the limit).
+    assert res["growth"] < 2 * limit + (48 << 20), res
+
+
+def test_gzip_bomb_under_the_limit_costs_about_its_size(bomb_file):
+    content = 512 << 20
+    res = _child(bomb_file, 2 * content)
+    assert res.get("events") == 0, res
+    # The events array is decoded where it lies: no copy of half a gigabyte.
+    assert res["growth"] < 1.5 * content + (64 << 20), res
+
+
+def test_default_limit_is_a_fraction_of_available_memory(monkeypatch):
+    monkeypatch.delenv("TORCHPROF_MAX_TRACE_BYTES", raising=False)
+    avail = reader.available_memory()
+    assert avail is not None and avail > 0
+    # /proc/meminfo, read here with plain Python, bounds what is available.
+    with open("/proc/meminfo") as fh:
+        fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in fh}
+    assert avail <= fields["MemAvailable"]
+    limit = reader.default_max_bytes()
+    assert limit == max(int(avail * reader.MEMORY_FRACTION), 64 << 20)
+    assert limit < fields["MemTotal"] / 2
+    monkeypatch.setenv("TORCHPROF_MAX_TRACE_BYTES", "123456789")
+    assert reader.default_max_bytes() == 123456789
+
+
+def test_plain_json_over_the_limit_names_the_limit(tmp_path, monkeypatch):
+    path = _write(tmp_path, _doc(_good(2000)))
+    monkeypatch.setenv("TORCHPROF_MAX_TRACE_BYTES", str(path.stat().st_size - 1))
+    with pytest.raises(TraceError, match=r"over the 0\.\d\d GB limit"):
+        load(str(path))
+
+
+def test_multi_member_gzip_reads_every_member(tmp_path):
+    data = _doc(_good(50))
+    half = len(data) // 2
+    path = tmp_path / "two.json.gz"
+    path.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
+    p = _load_or_error(path)
+    assert isinstance(p, Profile) and len(p.events) == 50
+
+
+# --------------------------------------------------------------------------- #
+# generated: every X event is kept or skipped and counted
+
+
+def _finite(value) -> float | None:
+    """What a field's value is as a number, worked out independently of the parser."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float, str)):
+        try:
+            f = float(value)
+        except (ValueError, OverflowError):
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+def _kept(e: dict) -> bool:
+    """Whether an X event makes sense: a name, a finite ts, a sane dur, scalar pid/tid."""
+    if not isinstance(e.get("name"), str) or e["name"] == "":
+        return False
+    for key in ("pid", "tid"):
+        v = e.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
+            return False
+    if _finite(e.get("ts")) is None:
+        return False
+    if e.get("dur") is None:
+        return True
+    dur = _finite(e["dur"])
+    return dur is not None and 0 <= dur <= DAY_US
+
+
+_hostile_scalar = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "12.5", "1e3", "abc", "NaN", "-Infinity", "0x1f", "9" * 30]),
+    st.text(max_size=8),
+)
+_hostile_value = st.one_of(
+    _hostile_scalar,
+    st.lists(_hostile_scalar, max_size=3),
+    st.dictionaries(st.text(max_size=4), _hostile_scalar, max_size=2),
+    st.integers(1, 400).map(lambda d: json.loads(_nested(d))),
+)
+
+
+@st.composite
+def x_event(draw):
+    e = _event(
+        name=draw(st.sampled_from(["aten::mm", "aten::add", "void gemm<float>()", "ProfilerStep#3"])),
+        ts=draw(st.floats(0, 1e6, allow_nan=False)),
+        dur=draw(st.floats(0, 1e3, allow_nan=False)),
+        cat=draw(st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "user_annotation", "gpu_memcpy"])),
+    )
+    for _ in range(draw(st.integers(0, 3))):
+        key = draw(st.sampled_from(["name", "ts", "dur", "pid", "tid", "cat", "args", "extra"]))
+        value = draw(_hostile_value)
+        if key == "args":
+            arg = draw(
+                st.sampled_from(["correlation", "External id", "device", "stream", "grid", "Input Dims"])
+            )
+            e["args"] = {arg: value} if draw(st.booleans()) else value
+        elif key in ("ts", "dur", "pid", "tid") and isinstance(value, bool):
+            e[key] = None
+        elif key == "cat" and value == "Trace":
+            e[key] = "cpu_op"  # the profiler's own span is dropped on purpose, not skipped
+        else:
+            e[key] = value
+    return e
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,  # the same inputs on every run: CI is stable
+    deadline=10_000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+@given(st.lists(x_event(), min_size=1, max_size=40), st.booleans(), st.booleans())
+def test_generated_events_are_kept_or_counted(events, gz, bom):
+    data = json.dumps({"traceEvents": events}).encode()
+    if bom:
+        data = b"\xef\xbb\xbf" + data
+    with tempfile.TemporaryDirectory() as folder:
+        result = _load_or_error(_write(Path(folder), data, gz))
+    expected = sum(map(_kept, events))
+    if isinstance(result, TraceError):
+        # Only nesting beyond the decoder's reach may refuse a whole file.
+        assert "nested too deeply" in str(result), str(result)
+        return
+    assert len(result.events) == expected
+    assert result.meta.skipped == len(events) - expected, result.meta.skipped_reasons
+
+
+# --------------------------------------------------------------------------- #
+# generated: hostile bytes (truncated, flipped, bombs, garbage) never escape the contract
+
+
+@st.composite
+def hostile_bytes(draw):
+    events = draw(st.lists(x_event(), min_size=0, max_size=20))
+    base = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}).encode()
+    how = draw(st.sampled_from(["truncate", "flip", "bomb", "garbage", "bare array", "splice"]))
+    if how == "truncate":
+        data = base[: draw(st.integers(0, len(base)))]
+    elif how == "flip":
+        data = bytearray(base)
+        for _ in range(draw(st.integers(1, 6))):
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+        data = bytes(data)
+    elif how == "bomb":
+        depth = draw(st.sampled_from([1_500, 20_000, 100_000]))
+        opener = draw(st.sampled_from([b"[", b'{"a":', b'{"traceEvents":[']))
+        data = opener * depth
+    elif how == "garbage":
+        data = draw(st.binary(max_size=300))
+    elif how == "bare array":
+        data = json.dumps(events).encode()
+    else:
+        at = draw(st.integers(0, len(base)))
+        data = (
+            base[:at]
+            + draw(st.sampled_from([b"NaN", b"]", b"}", b",", b'"', b"\xff\xfe", b"\x00"]))
+            + base[at:]
+        )
+    return data, draw(st.booleans())
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=10_000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(hostile_bytes())
+def test_hostile_bytes_end_in_a_profile_or_one_trace_error(case):
+    data, gz = case
+    with tempfile.TemporaryDirectory() as folder:
+        _load_or_error(_write(Path(folder), data, gz))
+
+
+def test_the_corpus_left_memory_bounded():
+    """After every hostile input above (run first in this module), the process is not bloated."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert peak < 3 << 30, f"peak RSS {peak / 2**30:.2f} GiB"
