@@ -37,6 +37,7 @@ from jupyter_torchprof.trace.loader import load
 from jupyter_torchprof.trace.parser import parse_document
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def test_every_backend_module_is_registered() -> None:
@@ -308,3 +309,63 @@ def test_neuron_trace_in_a_folder_with_empty_ntff(tmp_path: Path) -> None:
     assert len(prof.kernels) == 1 and prof.kernels["calls"].item() == 3
     assert any("TorchNeuron" in n and "empty (0 bytes)" in n for n in prof.notes)
     assert "1_instid_0_vnc_0.ntff" in prof.meta.top_level["device_files"]
+
+
+def test_captured_run_folder_reads_the_device_xplane(tmp_path: Path) -> None:
+    """A real CPU capture into a run folder, plus an XPlane where TorchTPU writes it (``device/``).
+
+    The XPlane is written here (tests/xplane_writer.py: one TPU op per
+    profiled step, placed by the epoch times of the captured trace's own
+    steps), so what is checked is the run-folder layout and the clock:
+    every op lands inside the host step it was placed in. It is not a TPU's
+    output.
+    """
+    import torch
+    from xplane_writer import encode_xspace
+
+    from jupyter_torchprof.capture.device import resolve_device
+    from jupyter_torchprof.capture.runner import CaptureOptions, capture
+    from jupyter_torchprof.trace.parser import parse_trace
+
+    x = torch.randn(64, 64)
+    result = capture(
+        lambda: (x @ x).sum(),
+        resolve_device("cpu"),
+        CaptureOptions(warmup=0, steps=3),
+        tmp_path / "trace.json",
+    )
+    doc = json.loads(result.trace_path.read_text())
+    base_ns = doc["baseTimeNanoseconds"]
+    steps = sorted(
+        (round(e["ts"] * 1000), round(e["dur"] * 1000))
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    assert len(steps) == 3
+    t0 = base_ns + steps[0][0]
+    ops = [
+        (f"fusion.{i}", (s - steps[0][0] + d // 10) * 1000, (d // 5) * 1000, {"hlo_category": "fusion"})
+        for i, (s, d) in enumerate(steps)
+    ]
+    plane = {
+        "id": 1,
+        "name": "/device:TPU:0",
+        "lines": [{"id": 3, "name": "XLA Ops", "timestamp_ns": t0, "events": ops}],
+    }
+    folder = tmp_path / "device" / "plugins" / "profile" / "2026_12_01_12_00_00"
+    folder.mkdir(parents=True)
+    (folder / "vm.xplane.pb").write_bytes(encode_xspace([plane], ("vm",)))
+
+    prof = Profile(parse_trace(result.trace_path))
+    k = prof.kernels.set_index("name")
+    assert sorted(k.index) == ["fusion.0", "fusion.1", "fusion.2"]
+    ev = prof.events
+    for i, (_s, d) in enumerate(steps):
+        (step_ts,) = ev.loc[ev["name"] == f"ProfilerStep#{i + 1}", "ts"]
+        op = ev[ev["name"] == f"fusion.{i}"].iloc[0]
+        assert op["dur"] == pytest.approx((d // 5) / 1000)
+        # Same clock: the op starts a tenth into its step, as placed.
+        assert op["ts"] - step_ts == pytest.approx((d // 10) / 1000, abs=2e-3)
+    assert prof.meta.top_level["device_files"] == "vm.xplane.pb"
+    # Nothing on the host launched these ops, and the summary says so rather than hiding them.
+    assert prof.summary["device_activities_unlinked"] == 3

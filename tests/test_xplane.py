@@ -361,3 +361,38 @@ def test_tpu_devices_are_named() -> None:
     prof = load(TPU)
     assert [p["name"] for p in prof.meta.device_properties] == ["TPU", "TPU"]
     assert prof.summary["device"] == "TPU ×2"
+
+
+def test_test_writer_bytes_read_the_same_by_protobuf() -> None:
+    """tests/xplane_writer.py's bytes mean what it was told, by protobuf's reading (where installed)."""
+    pytest.importorskip("google.protobuf", reason="protobuf is not installed (an optional oracle)")
+    sys.path.insert(0, str(DATA))
+    sys.path.insert(0, str(Path(__file__).parent))
+    from xplane_schema import message_classes
+    from xplane_writer import encode_xspace
+
+    events = [("fusion.1", 5_000_000, 2_000_000, {"hlo_category": "fusion", "flops": -3, "ratio": 0.5})]
+    plane = {
+        "id": 2,
+        "name": "/device:TPU:1",
+        "lines": [{"id": 3, "name": "XLA Ops", "timestamp_ns": 10**18, "events": events}],
+    }
+    data = encode_xspace([plane], ("h",))
+    ref = message_classes()["XSpace"]()
+    ref.ParseFromString(data)
+    (p,) = ref.planes
+    (line,) = p.lines
+    (ev,) = line.events
+    stats = {p.stat_metadata[s.metadata_id].name: _stat_value(s) for s in ev.stats}
+    assert (p.name, line.timestamp_ns, p.event_metadata[ev.metadata_id].name) == (
+        "/device:TPU:1",
+        10**18,
+        "fusion.1",
+    )
+    assert (ev.offset_ps, ev.duration_ps, stats) == (
+        5_000_000,
+        2_000_000,
+        {"hlo_category": "fusion", "flops": -3, "ratio": 0.5},
+    )
+    ours = xplane.decode_xspace(data).planes[0]
+    assert ours.stat_values(ours.lines[0].events[0].stats) == stats
