@@ -346,11 +346,15 @@ class ProfileView(W.VBox):
             self.timeline.zoom_to(*window)
 
     def close(self) -> None:
-        """Close the view and every widget inside it."""
-        _close_tree(self.tabs)
-        self.export.close()
-        self.header.close()
-        self.findings.close()
+        """Close the view and every widget model it made.
+
+        That is the widgets inside it and also each one's Layout and Style
+        models: those are widgets with comms of their own, which closing
+        their owner leaves open (about 40 per view, kept for the kernel's
+        lifetime).
+        """
+        for widget in _widget_tree(self)[1:]:
+            widget.close()
         super().close()
 
 
@@ -408,7 +412,23 @@ def _bokeh_pane(model: Any) -> W.Widget:
 _PANE: Any = None
 
 
-def _close_tree(widget: W.Widget) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
+def _widget_tree(root: W.Widget) -> list[W.Widget]:
+    """``root`` and every widget reachable through its synced traits.
+
+    Children, tab pages, and the ``layout`` and ``style`` models are all
+    traits holding widgets; each appears once, parents before children.
+    """
+    found: list[W.Widget] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        widget = stack.pop()
+        if id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        found.append(widget)
+        for name in widget.keys:
+            value = getattr(widget, name, None)
+            values = value if isinstance(value, (list, tuple)) else (value,)
+            stack.extend(v for v in values if isinstance(v, W.Widget) and id(v) not in seen)
+    return found
