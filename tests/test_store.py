@@ -257,3 +257,196 @@ def test_failed_capture_leaves_no_empty_run(shell, tmp_path):
     shell.run_cell(SETUP)
     shell.run_cell("%%torchprof --warmup 1\nraise ValueError('before any step')")
     assert RunStore(tmp_path / "runs").list() == []
+
+
+# ------------------------------------------------------------ faults in the store
+
+#: run.json contents that once emptied the whole listing (or hung it), and the
+#: words the listing must give as the reason instead.
+BAD_RUN_JSON = {
+    "created is a word": (b'{"name": "x", "created": "yesterday"}', "'created' is not"),
+    "name is a number": (b'{"name": 5, "created": 1.0}', "'name' is not"),
+    "top op without a name": (b'{"name": "x", "top_ops": [{"self_us": 1}]}', "top_ops"),
+    "a list": (b"[1, 2]", "not an object"),
+    "a string": (b'"run"', "not an object"),
+    "nested bomb": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "object bomb": (b'{"a":' * 50_000, "unreadable"),
+    "4,400-digit number": (b'{"created": ' + b"9" * 4400 + b"}", "not valid JSON"),
+    "NaN created": (b'{"name": "x", "created": NaN}', "not a finite number"),
+    "not UTF-8": (b'{"name": "\xff\xfe"}', "not valid JSON"),
+    "too large": (b'{"cell": "' + b"x" * (5 << 20) + b'"}', "too large"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RUN_JSON))
+def test_a_bad_run_json_is_listed_damaged_and_deletable(tmp_path, case):
+    content, reason = BAD_RUN_JSON[case]
+    store = RunStore(tmp_path / "runs")
+    good = fake_run(store, time.time() - 10, 10, name="good")
+    bad = store.create(new_run_id(time.time() - 20))
+    (bad / RUN_FILE).write_bytes(content)
+    listed = {r["id"]: r for r in store.list()}
+    assert set(listed) == {good, bad.name}
+    assert listed[good]["damaged"] is False
+    assert listed[bad.name]["damaged"] is True
+    assert reason in listed[bad.name]["problem"], listed[bad.name]["problem"]
+    assert "\n" not in listed[bad.name]["problem"]
+    assert isinstance(listed[bad.name]["created"], float)  # sortable, from the folder
+    store.delete(bad.name)
+    assert [r["id"] for r in store.list()] == [good]
+
+
+def test_a_huge_pid_is_not_an_overflow(tmp_path):
+    import socket
+
+    store = RunStore(tmp_path / "runs")
+    run_dir = store.create()
+    info = {"status": "running", "pid": 10**30, "host": socket.gethostname(), "created": time.time()}
+    (run_dir / RUN_FILE).write_text(json.dumps(info))
+    listed = store.read_info(run_dir.name)
+    assert listed["damaged"] is True and "interrupted" in listed["problem"]
+    info["pid"] = 2**31 + 5  # fits os.kill's C int on some systems, not a pid on any
+    (run_dir / RUN_FILE).write_text(json.dumps(info))
+    assert store.read_info(run_dir.name)["damaged"] is True
+
+
+def test_special_files_as_run_json_are_not_opened(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    fifo_run = store.create(new_run_id(time.time() - 10))
+    (fifo_run / RUN_FILE).unlink()
+    os.mkfifo(fifo_run / RUN_FILE)
+    zero_run = store.create(new_run_id(time.time() - 20))
+    (zero_run / RUN_FILE).unlink()
+    (zero_run / RUN_FILE).symlink_to("/dev/zero")
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"name": "secret from outside", "created": 1.0}))
+    out_run = store.create(new_run_id(time.time() - 30))
+    (out_run / RUN_FILE).unlink()
+    (out_run / RUN_FILE).symlink_to(outside)
+    started = time.monotonic()
+    listed = {r["id"]: r for r in store.list()}  # a FIFO would block here until written to
+    assert time.monotonic() - started < 5
+    assert "not a regular file" in listed[fifo_run.name]["problem"]
+    assert "symlink" in listed[zero_run.name]["problem"]
+    assert "symlink" in listed[out_run.name]["problem"]
+    assert "secret" not in json.dumps(listed)
+    fifo_trace = store.create()
+    os.mkfifo(fifo_trace / "trace.json.gz")
+    assert store.locate_traces(fifo_trace.name) == []
+    for run in (fifo_run, zero_run, out_run, fifo_trace):
+        store.delete(run.name)
+    assert store.list() == [] and outside.exists()
+
+
+# ------------------------------------------------------------------- full disk
+
+
+def _gzip_fname(path: Path) -> bytes | None:
+    """FNAME of a gzip header (RFC 1952), read by hand."""
+    head = path.read_bytes()[:512]
+    assert head[:2] == b"\x1f\x8b"
+    if not head[3] & 0x08:
+        return None
+    pos = 10
+    if head[3] & 0x04:  # FEXTRA
+        pos += 2 + int.from_bytes(head[10:12], "little")
+    return head[pos : head.index(b"\x00", pos)]
+
+
+def test_stored_gzip_names_the_trace_not_the_temporary_file(tmp_path):
+    from jupyter_torchprof.store import compress_trace
+
+    src = tmp_path / "trace.json"
+    src.write_bytes(json.dumps({"traceEvents": []}).encode())
+    run_dir = RunStore(tmp_path / "runs").create()
+    compress_trace(src, run_dir / "trace.json.gz", remove_source=False)
+    assert _gzip_fname(run_dir / "trace.json.gz") == b"trace.json"
+    kept = RunStore(tmp_path / "runs").add_trace(run_dir, src, name="rank-3.json")
+    wait_for_compression()
+    assert _gzip_fname(kept) == b"rank-3.json"
+    assert gzip.decompress(kept.read_bytes()) == src.read_bytes()
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    """A real 256 KiB tmpfs, filled to the brim (needs root and mount; skips otherwise)."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def _fill(mnt: Path) -> None:
+    with pytest.raises(OSError) as info, open(mnt / "filler", "wb") as fh:
+        while True:
+            fh.write(b"x" * 65536)
+            fh.flush()
+    assert info.value.errno == 28  # ENOSPC, from the kernel
+
+
+def test_full_disk_is_one_line_naming_the_file_system(full_fs):
+    from jupyter_torchprof.store import compress_trace
+
+    store = RunStore(full_fs / "runs")
+    run_dir = store.create()
+    big = full_fs.parent / "big.json"
+    big.write_bytes(os.urandom(400_000))  # does not fit the 256 KiB disk, even gzipped
+    with pytest.raises(OSError) as info:
+        compress_trace(big, run_dir / "trace.json.gz", remove_source=False)
+    assert info.value.strerror.startswith(f"no space left on {full_fs} ")
+    assert sorted(p.name for p in run_dir.iterdir()) == [RUN_FILE]  # no temporary file left
+    _fill(full_fs)
+    with pytest.raises(OSError) as info:
+        store.create()
+    assert info.value.strerror.startswith(f"no space left on {full_fs} ") and "\n" not in info.value.strerror
+    assert [r["id"] for r in store.list()] == [run_dir.name]  # no empty folder left behind
+    from jupyter_torchprof.errors import TraceError
+    from jupyter_torchprof.trace.parser import parse_trace
+
+    with pytest.raises(TraceError, match=f"no space left on {full_fs}: the trace was not written"):
+        parse_trace(run_dir / "trace.json")
+
+
+def test_fsync_reporting_enospc_is_one_line(tmp_path, monkeypatch):
+    """Where no small disk can be mounted: the OS call that reports a delayed ENOSPC."""
+    import errno
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    store = RunStore(tmp_path / "runs")
+    run_id = fake_run(store, time.time(), 10, name="before")
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(OSError) as info:
+        store.write_info(store.run_dir(run_id), {"name": "after"})
+    assert info.value.strerror.startswith("no space left on /")
+    assert str(store.run_dir(run_id) / RUN_FILE) in info.value.strerror
+    assert [p.name for p in store.run_dir(run_id).iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(OSError, match="no space left on"):
+        store.create()
+    monkeypatch.undo()
+    assert [r["name"] for r in store.list()] == ["before"]
+
+
+def test_a_missing_trace_on_a_full_disk_says_so(tmp_path, monkeypatch):
+    """statvfs (the OS's own account of free space) says the disk is full."""
+    from jupyter_torchprof.errors import TraceError
+    from jupyter_torchprof.trace.parser import parse_trace
+
+    real = os.statvfs(tmp_path)
+    monkeypatch.setattr(os, "statvfs", lambda p: os.statvfs_result((*real[:4], 0, *real[5:])))
+    (tmp_path / "empty.json").write_bytes(b"")
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X"}]}')[:-12])
+    for name, what in [("trace.json", "not written"), ("empty.json", "empty"), ("cut.json.gz", "cut short")]:
+        with pytest.raises(TraceError, match=f"no space left on /.*: the trace (was|is) {what}"):
+            parse_trace(tmp_path / name)
+    monkeypatch.undo()
+    with pytest.raises(TraceError, match="no such file$"):
+        parse_trace(tmp_path / "trace.json")
