@@ -469,9 +469,12 @@ class RunStore:
         A ``.json.gz`` is copied (atomically); a raw ``.json`` is gzipped on a
         background thread, as captured traces are. ``name`` defaults to the
         source's file name. Returns the trace's path in the run folder (which
-        exists once `wait_for_compression` returns).
+        exists once `wait_for_compression` returns). The device traces the
+        loader reads with it (TorchTPU's XPlane, Neuron Explorer's files) are
+        copied too, in the same layout, so the kept run reads the same.
         """
         name = safe_trace_name(name or source.name)
+        self._add_device_files(run_dir, source)
         if name.endswith(".json"):
             dest = run_dir / (name + ".gz")
             compress_in_background(source, dest, remove_source=False)
@@ -485,6 +488,31 @@ class RunStore:
             _discard(tmp)
             raise disk_error(exc, dest) from None
         return dest
+
+    def device_files(self, run_id: str) -> list[Path]:
+        """The device traces kept with a run (XPlane, Neuron Explorer files), regular files only."""
+        from .trace.loader import device_files
+
+        found: set[Path] = set()
+        for trace in self.locate_traces(run_id):
+            found.update(p for p in device_files(trace) if _is_regular(p))
+        return sorted(found)
+
+    def _add_device_files(self, run_dir: Path, source: Path) -> None:
+        from .trace.loader import device_files
+
+        for src in device_files(source):
+            dest = run_dir / src.relative_to(source.parent)
+            if dest.exists() or not _is_regular(src):
+                continue  # several ranks' traces share one device folder
+            tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, tmp)
+                os.replace(tmp, dest)
+            except OSError as exc:
+                _discard(tmp)
+                raise disk_error(exc, dest) from None
 
     def delete(self, run_id: str) -> None:
         """Remove a run folder and everything in it (refuses anything `locate` refuses)."""

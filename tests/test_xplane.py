@@ -396,3 +396,19 @@ def test_test_writer_bytes_read_the_same_by_protobuf() -> None:
     )
     ours = xplane.decode_xspace(data).planes[0]
     assert ours.stat_values(ours.lines[0].events[0].stats) == stats
+
+
+def test_kept_loaded_run_keeps_its_device_trace(tmp_path: Path) -> None:
+    """The run store's copy of a loaded TPU trace takes its XPlane along and reads the same."""
+    from jupyter_torchprof.store import RunStore, wait_for_compression
+
+    store = RunStore(tmp_path / "runs")
+    run_dir = store.create()
+    (host,) = TPU.glob("*.pt.trace.json")
+    kept = store.add_trace(run_dir, host)
+    wait_for_compression()
+    assert [p.name for p in store.device_files(run_dir.name)] == ["tpu-host.xplane.pb"]
+    again = load(kept)
+    assert again.kernels.set_index("name")["total_us"].to_dict() == pytest.approx(
+        load(TPU).kernels.set_index("name")["total_us"].to_dict()
+    )
