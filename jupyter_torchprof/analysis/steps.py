@@ -277,42 +277,18 @@ def step_table(
         return _empty_frame()
     if owner is None:
         owner = device_steps(events, links, ranges, lanes)
-    ts = events["ts"].to_numpy()
-    dur = events["dur"].to_numpy()
     lo, hi = ranges.lo, ranges.hi
-    n = len(lo)
     act = activity_rows(events)
-    d_s = ts[act].astype(np.float64)
-    d_e = d_s + dur[act]
-    mine = owner >= 0
-    by_kind = {
-        col: np.bincount(owner[mine], weights=(d_e - d_s)[mine] * w[mine], minlength=n)
-        for col, w in _kind_weights(events, act).items()
-    }
-    first = np.full(n, np.inf)
-    last = np.full(n, -np.inf)
-    np.minimum.at(first, owner[mine], d_s[mine])
-    np.maximum.at(last, owner[mine], d_e[mine])
-    count = np.bincount(owner[mine], minlength=n)
-    busy = union_per_group(owner, d_s, d_e, n)
-    has = count > 0
-    dev_start = np.where(has, first, np.nan)
-    dev_end = np.where(has, last, np.nan)
+    launched = _launched_figures(events, act, owner, len(lo))
     cpu_busy, busy_window, host_comm = _window_figures(events, act, lo, hi)
-    flags = _flags(events, lanes, ranges, count, completed)
+    flags = _flags(events, lanes, ranges, launched["device_activities"], completed)
     table = pd.DataFrame(
         {
             "step": ranges.number,
             "start_us": lo,
             "wall_us": hi - lo,
             "cpu_busy_us": cpu_busy,
-            "device_busy_us": busy,
-            "device_activities": count,
-            **by_kind,
-            "device_start_us": dev_start,
-            "device_end_us": dev_end,
-            "device_span_us": np.where(has, dev_end - dev_start, 0.0),
-            "device_idle_us": np.where(has, np.maximum(dev_end - dev_start - busy, 0.0), 0.0),
+            **launched,
             "device_busy_in_window_us": busy_window,
             "device_idle_in_window_us": np.where(len(act) > 0, np.maximum(hi - lo - busy_window, 0.0), 0.0),
             "host_comm_us": host_comm,
@@ -320,6 +296,37 @@ def step_table(
         }
     )
     return table[_COLUMNS]
+
+
+def _launched_figures(
+    events: pd.DataFrame, act: np.ndarray, owner: np.ndarray, n: int
+) -> dict[str, np.ndarray]:
+    """Per step, the device columns of the work it launched (see `step_table`)."""
+    d_s = events["ts"].to_numpy()[act].astype(np.float64)
+    d_e = d_s + events["dur"].to_numpy()[act]
+    mine = owner >= 0
+    first = np.full(n, np.inf)
+    last = np.full(n, -np.inf)
+    np.minimum.at(first, owner[mine], d_s[mine])
+    np.maximum.at(last, owner[mine], d_e[mine])
+    count = np.bincount(owner[mine], minlength=n)
+    busy = union_per_group(owner, d_s, d_e, n)
+    has = count > 0
+    start = np.where(has, first, np.nan)
+    end = np.where(has, last, np.nan)
+    by_kind = {
+        col: np.bincount(owner[mine], weights=(d_e - d_s)[mine] * w[mine], minlength=n)
+        for col, w in _kind_weights(events, act).items()
+    }
+    return {
+        "device_busy_us": busy,
+        "device_activities": count,
+        **by_kind,
+        "device_start_us": start,
+        "device_end_us": end,
+        "device_span_us": np.where(has, end - start, 0.0),
+        "device_idle_us": np.where(has, np.maximum(end - start - busy, 0.0), 0.0),
+    }
 
 
 def _empty_frame() -> pd.DataFrame:
@@ -475,6 +482,8 @@ def summarize(
     time from the first counted step's start until the last of the counted
     steps' work ended (host range or device work, whichever ends later), so
     it stays at or below 100 when the device lags behind the host.
+    ``window_start_us`` / ``window_end_us`` give that time span (with no
+    counted step: the recording window).
 
     Where the trace has steps, the device work is accounted for in full:
     ``device_activities_in_steps`` / ``device_us_in_steps`` (launched in the

@@ -226,71 +226,74 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
     if not groups:
         return _inferred_from_ops(inp, th)
 
-    out = []
+    counts = {"outside_steps": outside, "step_end_syncs": trailing}
+    out = [_group_finding(inp, th, label, call, g, counts) for (label, call), g in groups.items()]
+    out.sort(key=lambda f: -f.impact_us)
+    return out[: th.sync_groups_reported]
+
+
+def _group_finding(
+    inp: Inputs, th: Thresholds, label: str, call: str, g: dict[str, Any], counts: dict[str, int]
+) -> Finding:
+    """The finding of one (cause, call) group of syncs."""
     wall = inp.wall_per_step
     per = inp.n_steps
     tid = inp.column("tid")
-    for (label, call), g in groups.items():
-        n = len(g["calls"]) or len(g["recs"])
-        calls_g = np.array(g["calls"], dtype=np.int64)
-        threads = len(set(tid[calls_g].tolist())) if len(calls_g) else 0
-        blocking = g["kind"] == "blocking" and len(calls_g) > 0
-        # Threads blocking at the same time block the host once: the union
-        # over time, cut to the steps, not the sum of the calls.
-        blocked = blocked_time(inp, calls_g) if blocking else 0.0
-        summed = float(inp.dur[calls_g].sum()) if blocking else 0.0
-        blocked_step = blocked / per
-        pct = 100 * blocked_step / wall if wall > 0 else 0.0
-        if g["kind"] == "blocking":
-            sev = HIGH if pct >= th.sync_high_step_pct else MEDIUM if pct >= th.sync_medium_step_pct else INFO
-            on = f" on {threads} threads" if threads > 1 else ""
-            title = (
-                f"Sync: {label} → {call} ×{n}{_rate(n, inp)}, host blocked "
-                f"{fmt_time(blocked_step)}{inp.per}{on} ({pct:.1f}% of the {inp.unit})"
-            )
-        else:
-            sev = INFO
-            what = "device-side waits" if g["kind"] == "device" else "non-blocking syncs"
-            title = f"{what.capitalize()}: {label} → {call} ×{n}{_rate(n, inp)}"
-        detail = _hint(label, g["dirs"], call, g["kind"])
-        if g["ann"]:
-            detail += " Inside: " + ", ".join(sorted(g["ann"])[:3]) + "."
-        op_rows = sorted(g["ops"])
-        stack = inp.stack_of(op_rows)
-        evidence: dict[str, Any] = {
-            "cause": label,
-            "call": call,
-            "kind": g["kind"],
-            "count": n,
-            "per_step": n / per,
-            "blocked_us": blocked,
-            "blocked_summed_us": summed,
-            "threads": threads,
-            "blocked_per_step_us": blocked_step,
-            "blocked_step_pct": pct,
-            "op_chains": sorted(g["chains"]),
-            "sync_records": sorted({str(inp.names[r]) for r in g["recs"]}),
-            "copy_directions": sorted(g["dirs"]),
-            "annotations": sorted(g["ann"]),
-            "outside_steps": outside,
-            "step_end_syncs": trailing,
-        }
-        if stack:
-            evidence["stack"] = stack
-        out.append(
-            Finding(
-                rule="sync",
-                severity=sev,
-                title=title,
-                detail=detail,
-                evidence=evidence,
-                impact_us=blocked_step,
-                event_rows=limit_rows([*g["calls"], *g["recs"], *op_rows], th.max_event_rows),
-                ops=sorted({inp.op_name(r) for r in op_rows}),
-            )
+    n = len(g["calls"]) or len(g["recs"])
+    calls_g = np.array(g["calls"], dtype=np.int64)
+    threads = len(set(tid[calls_g].tolist())) if len(calls_g) else 0
+    blocking = g["kind"] == "blocking" and len(calls_g) > 0
+    # Threads blocking at the same time block the host once: the union
+    # over time, cut to the steps, not the sum of the calls.
+    blocked = blocked_time(inp, calls_g) if blocking else 0.0
+    summed = float(inp.dur[calls_g].sum()) if blocking else 0.0
+    blocked_step = blocked / per
+    pct = 100 * blocked_step / wall if wall > 0 else 0.0
+    if g["kind"] == "blocking":
+        sev = HIGH if pct >= th.sync_high_step_pct else MEDIUM if pct >= th.sync_medium_step_pct else INFO
+        on = f" on {threads} threads" if threads > 1 else ""
+        title = (
+            f"Sync: {label} → {call} ×{n}{_rate(n, inp)}, host blocked "
+            f"{fmt_time(blocked_step)}{inp.per}{on} ({pct:.1f}% of the {inp.unit})"
         )
-    out.sort(key=lambda f: -f.impact_us)
-    return out[: th.sync_groups_reported]
+    else:
+        sev = INFO
+        what = "device-side waits" if g["kind"] == "device" else "non-blocking syncs"
+        title = f"{what.capitalize()}: {label} → {call} ×{n}{_rate(n, inp)}"
+    detail = _hint(label, g["dirs"], call, g["kind"])
+    if g["ann"]:
+        detail += " Inside: " + ", ".join(sorted(g["ann"])[:3]) + "."
+    op_rows = sorted(g["ops"])
+    stack = inp.stack_of(op_rows)
+    evidence: dict[str, Any] = {
+        "cause": label,
+        "call": call,
+        "kind": g["kind"],
+        "count": n,
+        "per_step": n / per,
+        "blocked_us": blocked,
+        "blocked_summed_us": summed,
+        "threads": threads,
+        "blocked_per_step_us": blocked_step,
+        "blocked_step_pct": pct,
+        "op_chains": sorted(g["chains"]),
+        "sync_records": sorted({str(inp.names[r]) for r in g["recs"]}),
+        "copy_directions": sorted(g["dirs"]),
+        "annotations": sorted(g["ann"]),
+        **counts,
+    }
+    if stack:
+        evidence["stack"] = stack
+    return Finding(
+        rule="sync",
+        severity=sev,
+        title=title,
+        detail=detail,
+        evidence=evidence,
+        impact_us=blocked_step,
+        event_rows=limit_rows([*g["calls"], *g["recs"], *op_rows], th.max_event_rows),
+        ops=sorted({inp.op_name(r) for r in op_rows}),
+    )
 
 
 def blocked_time(inp: Inputs, rows: np.ndarray) -> float:
