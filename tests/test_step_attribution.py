@@ -16,6 +16,7 @@ import pytest
 from tracefiles import GPU_TRACES, raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
+from jupyter_torchprof.views.format import fmt_time
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 HOST_CATS = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"}
@@ -238,4 +239,11 @@ def test_v100_ddp_device_work_per_step_is_steady():
     after = [d for d in raw.launched(len(raw.steps) - 1) if d["_s"] >= last_end]
     assert after and p.summary["device_activities_outside_steps"] == 0
     assert p.summary["device_busy_per_step_us"] == pytest.approx(sum(expected) / len(expected))
+    # busy share over the time until the steps' work ended, said in the notes
+    work_end = max(d["_e"] for k in range(len(raw.steps)) for d in raw.launched(k))
+    window = work_end - raw.steps[0][1]
+    launched = [d for k in range(len(raw.steps)) for d in raw.launched(k)]
+    assert p.summary["device_busy_pct"] == pytest.approx(100 * union_length(iv(launched)) / window)
     assert p.summary["device_busy_pct"] <= 100
+    lag = fmt_time(work_end - last_end)
+    assert any("ran behind the host" in n and lag in n for n in p.notes)

@@ -599,6 +599,15 @@ def step_notes(steps: pd.DataFrame, summary: dict[str, Any]) -> list[str]:
                 f"events span {fmt_time(hi - lo)}: the range looks wrong and is left out of the per-step figures"
             )
     counted = int(summary.get("steps") or 0)
+    kept = counted_steps(steps)
+    if counted and not kept.empty:
+        host_end = float((kept["start_us"] + kept["wall_us"]).max())
+        lag = float(summary.get("window_end_us", host_end)) - host_end
+        if lag > 0.01 * float(kept["wall_us"].sum()):
+            notes.append(
+                f"the device ran behind the host: the steps' device work ended {fmt_time(lag)} after the "
+                "last host step; device busy % is over the time until it ended"
+            )
     if counted == 0 and len(steps):
         notes.append("no step is left to count: figures are over the recording window, as one step")
     for key, what in (
