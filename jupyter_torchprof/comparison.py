@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .analysis import diff as diff_mod
 from .views.format import fmt_time
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,7 +78,10 @@ class Comparison:
 
     @property
     def headline(self) -> pd.DataFrame:
-        """Wall / CPU busy / device busy per step, eager vs compiled, with speed-up."""
+        """Wall / CPU busy / device busy per step, eager vs compiled: means, spread, speed-up, verdict.
+
+        See `ProfileDiff.headline`.
+        """
         return self._diff.headline if self._diff is not None else pd.DataFrame()
 
     # ------------------------------------------------------------------ #
@@ -101,12 +105,8 @@ class Comparison:
         for r in self.headline.itertuples(index=False):
             if pd.isna(r.a_us) and pd.isna(r.b_us):
                 continue
-            if pd.isna(r.speedup):
-                verdict = ""
-            elif r.speedup >= 1:
-                verdict = f"  {r.speedup:.2f}× faster"
-            else:
-                verdict = f"  {1 / r.speedup:.2f}× slower"
+            verdict = diff_mod.verdict_text(r, fmt_time)
+            verdict = f": {verdict}" if verdict else ""
             lines.append(f"{r.metric}: eager {fmt_time(r.a_us)} → compiled {fmt_time(r.b_us)}{verdict}")
         for b in s.graph_breaks[:5]:
             lines.append(f"graph break at {b.location}: {b.reason}")

@@ -51,8 +51,29 @@ class ProfileDiff:
 
     @cached_property
     def headline(self) -> pd.DataFrame:
-        """Wall / CPU busy / device busy per step, a vs b, with the speed-up (a / b)."""
-        return diff_mod.headline(self.a.summary, self.b.summary)
+        """Wall / CPU busy / device busy per step, a vs b: means, spread, speed-up and verdict.
+
+        See `analysis.diff.headline`: ``a_us``/``b_us`` are means per step,
+        ``a_median_us``, ``a_min_us``, ``a_max_us`` (and ``b_…``) the spread
+        over the steps, ``speedup`` a / b with a 90 % bootstrap interval
+        (``speedup_low``, ``speedup_high``), and ``verdict`` ``faster``,
+        ``slower``, ``within noise`` or ``no spread``.
+        """
+        return diff_mod.headline(self.a.summary, self.b.summary, self.a.steps, self.b.steps)
+
+    @property
+    def notes(self) -> list[str]:
+        """What to keep in mind when reading this comparison."""
+        out = []
+        ca, cb = self.a.capture, self.b.capture
+        if ca is not None and cb is not None and ca.cell.strip() and ca.cell.strip() == cb.cell.strip():
+            same_mode = (ca.compile_s is None) == (cb.compile_s is None)
+            if same_mode:
+                out.append(
+                    "both runs profiled the same cell source: any difference is run-to-run noise "
+                    "unless the inputs, the data or the machine changed"
+                )
+        return out
 
     @property
     def _device(self) -> bool:
@@ -65,12 +86,10 @@ class ProfileDiff:
         for r in self.headline.itertuples(index=False):
             if pd.isna(r.a_us) and pd.isna(r.b_us):
                 continue
-            sp = (
-                ""
-                if pd.isna(r.speedup)
-                else f"  ({r.speedup:.2f}× {'faster' if r.speedup >= 1 else 'slower'})"
-            )
+            verdict = diff_mod.verdict_text(r, fmt_time)
+            sp = f"  {verdict}" if verdict else ""
             lines.append(f"  {r.metric:<22} {fmt_time(r.a_us):>10} → {fmt_time(r.b_us):>10}{sp}")
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

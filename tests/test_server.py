@@ -310,6 +310,24 @@ async def test_compare_two_captured_runs(jp_fetch, store):
     assert wall["b_us"] == pytest.approx(sum(steps_b) / len(steps_b), rel=1e-6)
 
 
+async def test_compare_shows_the_spread_and_a_verdict(jp_fetch, store):
+    ids = ids_by_name(store)
+    data = await get_json(jp_fetch, "compare", a=ids["small"], b=ids[DOUBLE])
+    wall = next(r for r in table_rows(data["headline"]) if r["metric"] == "wall per step")
+    steps_b = [float(e["dur"]) for e in raw_events(store.run_dir(ids[DOUBLE]) / "trace.json.gz")
+               if str(e.get("name", "")).startswith("ProfilerStep#")]  # fmt: skip
+    assert (wall["steps_a"], wall["steps_b"]) == (2, 3)
+    assert wall["b_min_us"] == pytest.approx(min(steps_b))
+    assert wall["b_max_us"] == pytest.approx(max(steps_b))
+    assert wall["speedup_low"] <= wall["speedup"] <= wall["speedup_high"]
+    # 2 and 3 steps cannot reach p < 0.05: never a firm faster/slower.
+    assert wall["verdict"] in ("within noise", "too few steps")
+    # Different cells: no "same cell" note.
+    assert data["notes"] == []
+    same = await get_json(jp_fetch, "compare", a=ids["small"], b=ids["small"])
+    assert any("same cell source" in n for n in same["notes"])
+
+
 async def test_compare_real_gpu_pair(jp_fetch, store, run_root):
     control = real_trace("diff_pair/control.pt.trace.json.gz")
     test = real_trace("diff_pair/test.pt.trace.json.gz")

@@ -485,7 +485,14 @@ class CompareHandler(RunsBase):
             return self.cache.payload(key, diff)
 
         payload = await self.compute(work)
-        self.write_json({"a": infos[0], "b": infos[1], "labels": list(labels), **payload})
+        notes = []
+        cells = [str(info.get("cell") or "").strip() for info in infos]
+        if cells[0] and cells[0] == cells[1]:
+            notes.append(
+                "both runs profiled the same cell source: any difference is run-to-run noise "
+                "unless the inputs, the data or the machine changed"
+            )
+        self.write_json({"a": infos[0], "b": infos[1], "labels": list(labels), "notes": notes, **payload})
 
 
 def runs_handlers(prefix: str) -> list[tuple[str, type]]:

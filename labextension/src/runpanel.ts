@@ -298,6 +298,9 @@ export class DiffView extends Widget {
     header.appendChild(runLine('A (baseline)', data.a));
     header.appendChild(runLine('B', data.b));
     this.node.appendChild(header);
+    for (const note of data.notes ?? []) {
+      this.node.appendChild(el('p', 'jp-TorchProf-runNote', note));
+    }
     const device = !!(data.summary_a.device_traced || data.summary_b.device_traced);
     this.node.appendChild(
       tableSection('Per step', 'jp-TorchProf-headline', HEADLINE_COLUMNS, data.headline, device, 'numbers')

@@ -115,6 +115,8 @@ export interface Comparison {
   kernels: Table;
   summary_a: Summary;
   summary_b: Summary;
+  /** What to keep in mind reading it (e.g. both runs profiled the same cell). */
+  notes?: string[];
 }
 
 /** The run's display name (damaged runs have only an id). */
@@ -324,10 +326,22 @@ export const STEP_COLUMNS: ColumnSpec[] = [
 
 export const HEADLINE_COLUMNS: ColumnSpec[] = [
   { key: 'metric', label: 'Per step', kind: 'text' },
-  { key: 'a_us', label: 'A', kind: 'time' },
-  { key: 'b_us', label: 'B', kind: 'time' },
+  { key: 'a_us', label: 'A', kind: 'time', help: 'mean per step' },
+  { key: 'a_min_us', label: 'A min', kind: 'time' },
+  { key: 'a_max_us', label: 'A max', kind: 'time' },
+  { key: 'b_us', label: 'B', kind: 'time', help: 'mean per step' },
+  { key: 'b_min_us', label: 'B min', kind: 'time' },
+  { key: 'b_max_us', label: 'B max', kind: 'time' },
   { key: 'delta_us', label: 'B − A', kind: 'delta' },
-  { key: 'speedup', label: 'Speed-up (A / B)', kind: 'ratio' }
+  { key: 'speedup', label: 'Speed-up (A / B)', kind: 'ratio' },
+  { key: 'speedup_low', label: '90% low', kind: 'ratio', help: 'bootstrap interval of the speed-up' },
+  { key: 'speedup_high', label: '90% high', kind: 'ratio', help: 'bootstrap interval of the speed-up' },
+  {
+    key: 'verdict',
+    label: 'Verdict',
+    kind: 'text',
+    help: 'faster/slower only when every step of one run beats every step of the other by 5% or more'
+  }
 ];
 
 export const OP_DIFF_COLUMNS: ColumnSpec[] = [
