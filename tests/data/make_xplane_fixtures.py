@@ -180,24 +180,48 @@ def _host_trace(steps: int, bursts: int, link: bool) -> dict:
     for s in range(steps):
         t = base_us + s * step_us
         events.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1}", "pid": pid, "tid": tid,
-             "ts": t, "dur": step_us - 10, "args": {"External id": 10 * s + 1}}
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{s + 1}",
+                "pid": pid,
+                "tid": tid,
+                "ts": t,
+                "dur": step_us - 10,
+                "args": {"External id": 10 * s + 1},
+            }
         )
         for b in range(bursts):
             # A piece's launch happens shortly before its ops start on the TPU.
             launch_ts = t + 30 + b * (12 + 2 + 110) if bursts > 1 else t + 30
             ext = 10 * s + 2 + b
             events.append(
-                {"ph": "X", "cat": "cpu_op", "name": "aten::mm" if bursts == 1 else "aten::_local_scalar_dense",
-                 "pid": pid, "tid": tid, "ts": launch_ts, "dur": 60, "args": {"External id": ext}}
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::mm" if bursts == 1 else "aten::_local_scalar_dense",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": launch_ts,
+                    "dur": 60,
+                    "args": {"External id": ext},
+                }
             )
             args = {"External id": ext}
             if link:
                 args["correlation"] = 1000 + 100 * s + b
                 corr += 1
             events.append(
-                {"ph": "X", "cat": "privateuse1_runtime", "name": "PjRtLoadedExecutable::Execute",
-                 "pid": pid, "tid": tid, "ts": launch_ts + 5, "dur": 40, "args": args}
+                {
+                    "ph": "X",
+                    "cat": "privateuse1_runtime",
+                    "name": "PjRtLoadedExecutable::Execute",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": launch_ts + 5,
+                    "dur": 40,
+                    "args": args,
+                }
             )
     return {
         "schemaVersion": 1,
