@@ -412,3 +412,14 @@ def test_kept_loaded_run_keeps_its_device_trace(tmp_path: Path) -> None:
     assert again.kernels.set_index("name")["total_us"].to_dict() == pytest.approx(
         load(TPU).kernels.set_index("name")["total_us"].to_dict()
     )
+
+
+def test_tensorboard_folder_with_only_xplane_files(tmp_path: Path) -> None:
+    """A log folder as JAX (or TorchTPU's legacy API) leaves it: the XPlane is read, not xprof's JSON copy."""
+    session = tmp_path / "plugins" / "profile" / "2026_12_01_13_38_02"
+    session.mkdir(parents=True)
+    shutil.copyfile(DATA / "jax_cpu_steps.xplane.pb", session / "vm.xplane.pb")
+    shutil.copyfile(DATA / "jax_cpu_steps.xprof.trace.json.gz", session / "vm.trace.json.gz")
+    prof = load(tmp_path)
+    assert prof.trace_path == session / "vm.xplane.pb"
+    assert len(prof.events) == len(parse_xplane(DATA / "jax_cpu_steps.xplane.pb").events)
