@@ -423,3 +423,41 @@ def test_tensorboard_folder_with_only_xplane_files(tmp_path: Path) -> None:
     prof = load(tmp_path)
     assert prof.trace_path == session / "vm.xplane.pb"
     assert len(prof.events) == len(parse_xplane(DATA / "jax_cpu_steps.xplane.pb").events)
+
+
+def test_device_work_of_the_profilers_warmup_step_is_left_out(tmp_path: Path) -> None:
+    """XPlane ops that ended before the Kineto trace's first event are not counted (and that is said)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from xplane_writer import encode_xspace
+
+    (host,) = TPU.glob("*.pt.trace.json")
+    doc = json.loads(host.read_text())
+    xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    first_ns = doc["baseTimeNanoseconds"] + round(min(e["ts"] for e in xs) * 1000)
+    line_ts = first_ns - 500_000  # 500 µs before the host's first event
+    ops = [
+        ("warmup_op", 0, 100_000_000, {}),  # 0-100 µs: ends 400 µs before the host starts
+        ("late_op", 450_000_000, 100_000_000, {}),  # starts before, ends after: kept
+        ("step_op", 600_000_000, 50_000_000, {}),
+    ]
+    plane = {
+        "id": 1,
+        "name": "/device:TPU:0",
+        "lines": [{"id": 3, "name": "XLA Ops", "timestamp_ns": line_ts, "events": ops}],
+    }
+    session = tmp_path / "plugins" / "profile" / "2026_12_01_12_00_00"
+    session.mkdir(parents=True)
+    shutil.copyfile(host, tmp_path / host.name)
+    (session / "tpu-host.xplane.pb").write_bytes(encode_xspace([plane]))
+    prof = load(tmp_path)
+    assert sorted(prof.kernels["name"]) == ["late_op", "step_op"]
+    assert any(n.startswith("1 XPlane device event(s) ended before") for n in prof.notes)
+    ev = prof.events
+    assert ev["ts"].min() == 0.0
+    # Times still line up with the host: step_op starts 100 µs after the host's first event.
+    first_host = ev.loc[ev["cat"].astype(str) != "xla_op", "ts"].min()
+    (step_ts,) = ev.loc[ev["name"] == "step_op", "ts"]
+    assert step_ts - first_host == pytest.approx(100.0, abs=1e-3)
+    assert prof.meta.t0_us == pytest.approx(
+        (first_ns - 50_000) / 1000 - doc["baseTimeNanoseconds"] / 1000, abs=1e-3
+    )

@@ -165,6 +165,13 @@ def parse_with_device(path: str | Path) -> TraceData:
             f"({', '.join(found)}) was not added"
         )
         extra = []
+    if extra:
+        dropped = _drop_before_host(td)
+        if dropped:
+            notes.append(
+                f"{dropped} XPlane device event(s) ended before the Kineto trace's first event (the "
+                "profiler's warm-up step, whose host side Kineto discards): left out"
+            )
     if extra and props and not td.meta.device_properties:
         td.meta.device_properties = [props.get(i, {"id": i}) for i in range(max(props) + 1)]
     marked = neuron.mark_device_work(td.events)
@@ -181,6 +188,42 @@ def parse_with_device(path: str | Path) -> TraceData:
     return td
 
 
+def _drop_before_host(td: TraceData) -> int:
+    """Drop XPlane events that ended before the first Kineto event; returns how many.
+
+    torch.profiler's schedule runs one warm-up step whose events Kineto
+    discards; a device tracer writing its own file may keep that step's
+    device work, which would then count in every table as an extra step.
+    Times are re-based so the first kept event is at 0 again.
+    """
+    import numpy as np
+
+    events = td.events
+    cat = events["cat"].astype(str).to_numpy()
+    from_xplane = np.isin(cat, XPLANE_CATEGORIES)
+    if not from_xplane.any() or from_xplane.all():
+        return 0
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    first_host = float(ts[~from_xplane].min())
+    drop = from_xplane & (end < first_host)
+    if not drop.any():
+        return 0
+    kept = events.loc[~drop].reset_index(drop=True)
+    shift = float(kept["ts"].min())
+    kept["ts"] = kept["ts"] - shift
+    td.events = kept
+    td.memory = td.memory.assign(ts=td.memory["ts"] - shift)
+    td.flows = td.flows.assign(ts=td.flows["ts"] - shift)
+    td.meta.t0_us += shift
+    td.meta.span_us = float((kept["ts"] + kept["dur"]).max())
+    return int(drop.sum())
+
+
+#: Categories of the events `xplane.device_events` makes.
+XPLANE_CATEGORIES = ("xla_op", "xla_annotation")
+
+
 def _device_work_twice(td: TraceData) -> bool:
     """Whether device activity came both from the XPlane (``xla_op``) and from Kineto itself."""
     from . import categories as K
@@ -191,9 +234,10 @@ def _device_work_twice(td: TraceData) -> bool:
 
 
 def _rank_hint(data: bytes) -> int | None:
-    m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)', data[: 1 << 16])
+    # At most 9 digits: int() of thousands of them raises (a hostile file, not a rank).
+    m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d{1,9})\b', data[: 1 << 16])
     if m is None:
-        m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)', data[-(1 << 16) :])
+        m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d{1,9})\b', data[-(1 << 16) :])
     return int(m.group(1)) if m else None
 
 
