@@ -18,6 +18,7 @@ import pandas as pd
 
 from .analysis import kernels as kernels_mod
 from .analysis import links as links_mod
+from .analysis import modules as modules_mod
 from .analysis import ops as ops_mod
 from .analysis import steps as steps_mod
 from .analysis import tree as tree_mod
@@ -221,13 +222,57 @@ class Profile:
         cache = self.__dict__.setdefault("_op_tables", {})
         if key not in cache:
             cache[key] = ops_mod.op_table(
-                self._data.events, self._costs, group_by=group_by, flops=flops, include_python=include_python
+                self._data.events,
+                self._costs,
+                group_by=group_by,
+                flops=flops,
+                include_python=include_python,
+                group_values=self.module_of if group_by == "module" else None,
             )
         return ops_mod.per_step(cache[key], self.step_count) if per_step else cache[key]
 
     def kernel_table(self, per_step: bool = False) -> pd.DataFrame:
         """`kernels`, or with ``per_step=True`` its calls, time and bytes per step."""
         return ops_mod.per_step(self.kernels, self.step_count) if per_step else self.kernels
+
+    @cached_property
+    def module_of(self) -> pd.Series:
+        """The module each event ran in (labels aligned with `events`; empty where none).
+
+        See `analysis.modules.module_of`: the innermost ``nn.Module`` range
+        around the event, else TorchScript's module hierarchy.
+        """
+        tree = self._tree
+        return modules_mod.module_of(self._data.events, tree["parent"].to_numpy(), tree["depth"].to_numpy())
+
+    @cached_property
+    def modules(self) -> pd.DataFrame:
+        """One row per ``nn.Module`` (``--modules``, ``with_stack`` or TorchScript): calls, time, ops, kernels.
+
+        See `analysis.modules.module_table`; empty when the trace records no modules.
+        """
+        tree = self._tree
+        return modules_mod.module_table(
+            self._data.events,
+            tree["parent"].to_numpy(),
+            tree["depth"].to_numpy(),
+            self._costs,
+            self._links["op"].to_numpy(),
+        )
+
+    def module_kernels(self, module: str) -> pd.DataFrame:
+        """The kernel table of the device work launched inside ``module`` (a label of `modules`)."""
+        tree = self._tree
+        rows = modules_mod.device_rows_of_module(
+            self._data.events,
+            tree["parent"].to_numpy(),
+            tree["depth"].to_numpy(),
+            self._links["op"].to_numpy(),
+            module,
+        )
+        mask = np.zeros(len(self._data.events), dtype=bool)
+        mask[rows] = True
+        return kernels_mod.kernel_table(self._data.events.loc[mask], self._links.loc[mask])
 
     @property
     def step_count(self) -> int:

@@ -124,6 +124,7 @@ def op_table(
     group_by: str = "name",
     flops: bool = False,
     include_python: bool = False,
+    group_values: pd.Series | None = None,
 ) -> pd.DataFrame:
     """Aggregate host events into the op table.
 
@@ -142,6 +143,10 @@ def op_table(
     include_python
         Also list Python frames (``with_stack``); off by default because
         they drown the ops.
+    group_values
+        Categorical labels aligned with ``events`` to group by instead of
+        the events column of ``group_by`` (the module each op ran in, from
+        `modules.module_of`, which the parsed column only has for TorchScript).
 
     Returns
     -------
@@ -157,7 +162,8 @@ def op_table(
     # Only the columns read below are gathered: selecting rows of the whole
     # frame (thirty columns, most of them device-only) costs more than the
     # aggregation.
-    wanted = ["name", "kind", "dur"] + ([] if group_by == "name" else [_GROUP_COLUMN[group_by]])
+    from_events = group_by != "name" and group_values is None
+    wanted = ["name", "kind", "dur"] + ([_GROUP_COLUMN[group_by]] if from_events else [])
     if flops:
         wanted += [c for c in FLOPS_COLUMNS if c in events and c not in wanted]
     costs = _fold_self_costs(costs)
@@ -178,7 +184,7 @@ def op_table(
     extra = _GROUP_COLUMN.get(group_by)
     if extra is not None:
         label = {"input_dims": "input_shapes"}.get(extra, extra)
-        col = ev[extra]
+        col = ev[extra] if group_values is None else group_values.loc[mask]
         frame[label] = col.cat.codes.to_numpy()
         labels[label] = np.array([*col.cat.categories.to_numpy(object), ""], dtype=object)
         keys.append(label)

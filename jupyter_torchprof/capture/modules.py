@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-#: Prefix of the ranges this module records; analysis uses it to find them.
-MODULE_PREFIX = "nn.Module: "
+from ..analysis.modules import MODULE_PREFIX  # the prefix analysis finds module ranges by
 
 
 def module_paths(namespace: dict[str, Any], limit: int = 50_000) -> dict[int, str]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..analysis import modules as modules_mod
 from ..analysis import ops as ops_mod
 from ..trace import categories as K
 from .format import fmt_count, fmt_time, per_step_label, totals_label
@@ -273,9 +274,11 @@ def available_groupings(profile: Profile) -> list[str]:
     """Group-by choices the trace supports (``name`` plus what was recorded)."""
     ev = profile.events
     out = ["name"]
-    for key, col in (("shape", "input_dims"), ("stack", "stack"), ("module", "module")):
+    for key, col in (("shape", "input_dims"), ("stack", "stack")):
         if col in ev.columns and ev[col].notna().any():
             out.append(key)
+    if modules_mod.has_modules(ev):
+        out.append("module")
     return out
 
 
@@ -488,7 +491,8 @@ class OpTable:
         group_col = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(self.group_by)
         if group_col is not None:
             value = rec[_GROUP_FIELD[self.group_by]]
-            col = ev[group_col].astype(object)
+            col = self.profile.module_of if self.group_by == "module" else ev[group_col]
+            col = col.astype(object)
             mask &= (col.fillna("") == value).to_numpy() if value == "" else (col == value).to_numpy()
         return np.flatnonzero(mask)
 
