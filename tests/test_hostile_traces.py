@@ -12,13 +12,13 @@ import gzip
 import json
 import math
 import os
-import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import warnings
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -470,11 +470,45 @@ def test_generated_events_are_kept_or_counted(events, gz, bom):
 # generated: hostile bytes (truncated, flipped, bombs, garbage) never escape the contract
 
 
+#: The inflate limit while the generated corpus runs in this process (bombs exceed it or not).
+CORPUS_LIMIT = 32 << 20
+_GZ_BOMBS: dict[int, bytes] = {}
+
+
+def _gz_bomb(mib: int) -> bytes:
+    """gzip bytes of a trace whose events array is ``mib`` MiB of spaces (built once per size)."""
+    if mib not in _GZ_BOMBS:
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        parts = [z.compress(b'{"traceEvents":[')]
+        parts += [z.compress(b" " * (1 << 20)) for _ in range(mib)]
+        parts += [z.compress(b"]}"), z.flush()]
+        _GZ_BOMBS[mib] = b"".join(parts)
+    return _GZ_BOMBS[mib]
+
+
 @st.composite
 def hostile_bytes(draw):
+    """(bytes, gzip them?) of one hostile input; gzip bombs come already compressed."""
     events = draw(st.lists(x_event(), min_size=0, max_size=20))
     base = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}).encode()
-    how = draw(st.sampled_from(["truncate", "flip", "bomb", "garbage", "bare array", "splice"]))
+    how = draw(
+        st.sampled_from(
+            ["truncate", "flip", "bomb", "garbage", "bare array", "splice", "top level", "gzip bomb"]
+        )
+    )
+    if how == "gzip bomb":
+        return _gz_bomb(draw(st.sampled_from([8, 24, 40, 72]))), False
+    if how == "top level":
+        key = draw(
+            st.sampled_from(["distributedInfo", "deviceProperties", "baseTimeNanoseconds", "traceName"])
+        )
+        value = draw(_hostile_value)
+        if key == "distributedInfo" and draw(st.booleans()):
+            value = {"rank": value, "world_size": draw(_hostile_value)}
+        data = json.dumps({key: value, "traceEvents": events}).encode()
+        if draw(st.booleans()):  # a number Python will not even convert
+            data = data.replace(b'"traceEvents"', b'"n": ' + b"7" * 4400 + b', "traceEvents"', 1)
+        return data, draw(st.booleans())
     if how == "truncate":
         data = base[: draw(st.integers(0, len(base)))]
     elif how == "flip":
@@ -507,13 +541,60 @@ def hostile_bytes(draw):
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(hostile_bytes())
-def test_hostile_bytes_end_in_a_profile_or_one_trace_error(case):
+def test_hostile_bytes_end_in_a_profile_or_one_trace_error(corpus_memory, case):
     data, gz = case
-    with tempfile.TemporaryDirectory() as folder:
-        _load_or_error(_write(Path(folder), data, gz))
+    old = os.environ.get("TORCHPROF_MAX_TRACE_BYTES")
+    os.environ["TORCHPROF_MAX_TRACE_BYTES"] = str(CORPUS_LIMIT)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            result = _load_or_error(_write(Path(folder), data, gz))
+    finally:
+        if old is None:
+            del os.environ["TORCHPROF_MAX_TRACE_BYTES"]
+        else:
+            os.environ["TORCHPROF_MAX_TRACE_BYTES"] = old
+    corpus_memory["cases"] += 1
+    mib = next((k for k, v in _GZ_BOMBS.items() if v is data), None)
+    if mib is not None:
+        corpus_memory["bombs"] += 1
+        if mib << 20 > CORPUS_LIMIT:
+            assert isinstance(result, TraceError), mib
+            assert "inflates to more than 0.03 GB" in str(result)  # the limit in force, named
+        else:
+            assert isinstance(result, Profile) and len(result.events) == 0
 
 
-def test_the_corpus_left_memory_bounded():
-    """After every hostile input above (run first in this module), the process is not bloated."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    assert peak < 3 << 30, f"peak RSS {peak / 2**30:.2f} GiB"
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise LookupError(field)
+
+
+@pytest.fixture(scope="module")
+def corpus_memory():
+    """Peak RSS of this process while the generated corpus runs (VmHWM, reset at the start)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+        start = _status_kib("VmRSS")
+    except (OSError, LookupError):
+        pytest.skip("peak RSS cannot be reset here (/proc/self/clear_refs)")
+    peaks = {"start_kib": start, "cases": 0, "bombs": 0}
+    yield peaks
+    peaks["peak_kib"] = _status_kib("VmHWM")
+
+
+def test_the_generated_corpus_kept_memory_bounded(corpus_memory):
+    """While every hostile input (bombs of up to 72 MiB among them) was read, memory stayed bounded."""
+    if not corpus_memory["cases"]:
+        pytest.skip("the generated corpus did not run in this session")
+    assert corpus_memory["bombs"] >= 3, corpus_memory  # the bombs were among the inputs
+    growth = (_status_kib("VmHWM") - corpus_memory["start_kib"]) * 1024
+    # The limit, a 16 MiB inflate piece over it, and the parse of an
+    # under-limit bomb (decoded in place): a few times the limit at most.
+    assert growth < 6 * CORPUS_LIMIT, f"peak RSS grew by {growth / 2**20:.0f} MiB"
+    print(
+        f"corpus: {corpus_memory['cases']} inputs, {corpus_memory['bombs']} gzip bombs, peak RSS +{growth / 2**20:.0f} MiB"
+    )

@@ -1024,9 +1024,13 @@ def _decode_document(
             return doc, data
     try:
         doc = DOCUMENT_DECODER.decode(data)
-    except msgspec.ValidationError:
+    except msgspec.ValidationError as exc:
         # Not an object: the Chrome format also allows a bare event array.
-        if data.lstrip()[:1] != b"[":
+        first = _FIRST_CHAR.search(data)
+        opener = first.group() if first is not None else b""
+        if opener == b"{":  # an object, with a value no decoder takes (a 5,000-digit number)
+            raise TraceError(path, f"not a trace ({_describe_decode_error(exc, path)})") from None
+        if opener != b"[":
             raise TraceError(path, "not a trace: the top level is not a JSON object") from None
         try:
             doc = TraceDocument(traceEvents=RAW_DECODER.decode(data))
@@ -1088,6 +1092,8 @@ def _nonfinite_warning(path: str | Path | None, n: int) -> str:
     return f"{path or 'trace'}: {n} NaN/Infinity literal(s) (not JSON) read as non-finite numbers"
 
 
+#: The first character that is not JSON whitespace (found without copying the document).
+_FIRST_CHAR = re.compile(rb"[^ \t\r\n]")
 #: The key of the events array and the array's opening bracket.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 

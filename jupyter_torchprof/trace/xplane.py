@@ -660,7 +660,8 @@ def device_events(space: XSpace, base_ns: int = 0, *, host: bool = False) -> Dev
 # one trace: Kineto JSON + device events
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+#: At most 20 digits (epoch ns need 19): int() of thousands of digits raises.
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})\b')
 
 
 def kineto_base_ns(data: bytes) -> int:
