@@ -251,6 +251,15 @@ def test_huge_integers_are_not_overflows(tmp_path):
     assert len(p.events) == 5 and p.meta.skipped == 2, p.meta.skipped_reasons
 
 
+@pytest.mark.parametrize("key", ["distributedInfo", "baseTimeNanoseconds", "deviceProperties"])
+def test_a_top_level_number_of_thousands_of_digits_is_one_trace_error(tmp_path, key):
+    digits = b"7" * 5000
+    value = {b"distributedInfo": b'{"rank": ' + digits + b"}", b"deviceProperties": b"[" + digits + b"]"}
+    data = b'{"' + key.encode() + b'": ' + value.get(key.encode(), digits) + b', "traceEvents": []}'
+    err = _load_or_error(_write(tmp_path, data))
+    assert isinstance(err, TraceError) and "out of range" in str(err)
+
+
 # --------------------------------------------------------------------------- #
 # files that are not files
 
