@@ -222,13 +222,10 @@ class TorchProf(Magics):
     # --load
 
     def _load(self, args: argparse.Namespace) -> None:
-        from .run_options import OptionError, check_load
+        from .run_options import check_load
         from .trace.loader import load
 
-        try:
-            check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
-        except OptionError as exc:
-            raise UsageError(str(exc)) from None
+        check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
         try:
             result = load(args.load, name=args.name)
         except TorchProfError as exc:
@@ -310,12 +307,9 @@ class TorchProf(Magics):
             flops=self._setting(args.flops, "flops"),
             modules=self._setting(args.modules, "modules"),
         )
-        from .run_options import OptionError, check_run
+        from .run_options import check_run
 
-        try:
-            check_run(args, options, sort=self._sort(args), row_limit=self._row_limit(args))
-        except OptionError as exc:
-            raise UsageError(str(exc)) from None
+        check_run(args, options, sort=self._sort(args), row_limit=self._row_limit(args))
         try:
             target = resolve_device(self._setting(args.device, "device"))
         except DeviceError as exc:
@@ -444,7 +438,7 @@ class TorchProf(Magics):
         )
         from .capture.guards import NestedProfilerError
         from .comparison import Comparison
-        from .run_options import OptionError, check_compile
+        from .run_options import check_compile
 
         names = [n.strip() for n in (args.compile_names or "").split(",") if n.strip()]
         bad = [n for n in names if not n.isidentifier()]
@@ -460,10 +454,7 @@ class TorchProf(Magics):
             dynamic=args.dynamic,
             names=names,
         )
-        try:
-            check_compile(settings)  # before the eager run, not after it
-        except OptionError as exc:
-            raise UsageError(str(exc)) from None
+        check_compile(settings)  # before the eager run, not after it
         base = args.name or _default_name(code)
         eager = None
         value = None

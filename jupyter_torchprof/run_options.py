@@ -2,14 +2,20 @@
 
 A bad ``--sort`` or ``-o`` used to be reported after the cell had run (and
 been stored), and ``--steps 99999999999999999999999`` was accepted; each
-check here names the option and the accepted values in one line.
+check here names the option and the accepted values in one line. The single
+checks raise `OptionError`; the entry points the magic calls (`check_run`,
+`check_load`, `check_compile`) raise IPython's `UsageError` with its text.
 """
 
 from __future__ import annotations
 
+import functools
 import keyword
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from IPython.core.error import UsageError
 
 from .errors import TorchProfError
 
@@ -37,6 +43,22 @@ _MEMORY_COLUMNS = ("self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes
 
 class OptionError(TorchProfError):
     """An option of the magic has a value it cannot use."""
+
+
+def _usage_errors(check: Callable[..., None]) -> Callable[..., None]:
+    """Make ``check`` raise IPython's `UsageError`, which the shell shows as one line.
+
+    (Only that exact class is shown so: a subclass would print a traceback.)
+    """
+
+    @functools.wraps(check)
+    def checked(*args: Any, **kwargs: Any) -> None:
+        try:
+            check(*args, **kwargs)
+        except OptionError as exc:
+            raise UsageError(str(exc)) from None
+
+    return checked
 
 
 def check_counts(steps: Any, warmup: Any) -> None:
@@ -111,6 +133,7 @@ def check_export(path: str | None, *, force: bool, table: str, sides: tuple[str,
         raise OptionError(f"export: {exc}") from None
 
 
+@_usage_errors
 def check_compile(settings: Any) -> None:
     """``--backend``, ``--mode``, ``--dynamic``: as torch.compile itself checks them.
 
@@ -136,6 +159,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
+@_usage_errors
 def check_run(args: Any, options: Any, *, sort: str | None, row_limit: Any) -> None:
     """Every option of a ``%%torchprof`` run that can be checked before the cell runs.
 
@@ -154,6 +178,7 @@ def check_run(args: Any, options: Any, *, sort: str | None, row_limit: Any) -> N
     check_export(args.export, force=args.force, table=args.export_table, sides=sides)
 
 
+@_usage_errors
 def check_load(args: Any, *, sort: str | None, row_limit: Any) -> None:
     """The options of ``%torchprof --load`` that can be checked before reading the trace."""
     check_row_limit(row_limit)

@@ -9,13 +9,22 @@ still build a (partial) profile.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import CaptureError
 from .device import DeviceTarget
+from .guards import (
+    clear_stale_profiler_flag,
+    own_profiler,
+    pause_for_tests,
+    refuse_nested_profilers,
+    sigint_held,
+)
 from .modules import module_annotations
 from .native_stderr import filtered_native_stderr
 
@@ -90,13 +99,26 @@ class ProgressSink:
 
 
 def profiler_is_running() -> bool:
-    """Whether some torch profiler is already recording in this process."""
+    """Whether some torch profiler is already recording in this process.
+
+    torch's Python flag left set by an interrupted stop, with no profiler
+    running natively, is cleared first (with a warning), so one unlucky
+    Ctrl-C does not block every later capture (see
+    `guards.clear_stale_profiler_flag`).
+    """
     import torch
 
+    if clear_stale_profiler_flag():
+        warnings.warn(
+            "torchprof: an earlier profiler stop was interrupted; cleared torch's leftover "
+            "'profiler enabled' flag (no profiler was running)",
+            stacklevel=2,
+        )
     try:
-        return bool(torch.autograd.profiler._is_profiler_enabled)
+        flag = bool(torch.autograd.profiler._is_profiler_enabled)
     except AttributeError:  # pragma: no cover - older torch
-        return bool(torch._C._autograd._profiler_enabled())
+        flag = False
+    return flag or bool(torch._C._autograd._profiler_enabled())
 
 
 def capture(
@@ -110,11 +132,13 @@ def capture(
     """Run ``run_once`` ``warmup + steps`` times and profile the last ``steps``.
 
     Every run is followed by a device synchronisation, inside the step's range,
-    so a step's wall time includes the device work it queued.
+    so a step's wall time includes the device work it queued. While the
+    profiled runs record, a torch profiler started by the code itself raises
+    `NestedProfilerError` (torch cannot nest profilers), and Ctrl-C is held
+    back while the profiler starts, steps, stops and exports
+    (`guards.sigint_held`): it lands just after, as the result's ``error``.
     """
     __tracebackhide__ = True  # noqa: F841 - keep user tracebacks about the user's code
-    from torch.profiler import profile, schedule
-
     if profiler_is_running():
         raise CaptureError(
             "another torch profiler is already running in this process; stop it first "
@@ -122,36 +146,86 @@ def capture(
         )
     progress = progress or ProgressSink()
     result = CaptureResult(trace_path=None)
+    options = _backend_warmup(target, options, result)
+    if _warm_up(run_once, target, options, progress, result):
+        # Only while ours records: a profiler the code starts in warm-up nests
+        # in nothing (and torch.compile may profile while it autotunes).
+        with refuse_nested_profilers():
+            _profile_steps(run_once, target, options, trace_path, progress, module_names, result)
+    return result
 
+
+def _backend_warmup(target: DeviceTarget, options: CaptureOptions, result: CaptureResult) -> CaptureOptions:
+    """Options with at least the warm-up runs the backend needs (compile-heavy ones: 3), noted."""
+    if options.warmup >= target.min_warmup:
+        return options
+    from dataclasses import replace
+
+    label = target.backend.label if target.backend is not None else target.kind
+    result.notes.append(
+        f"{label} compiles on its first runs: warm-up raised from {options.warmup} to {target.min_warmup}"
+    )
+    return replace(options, warmup=target.min_warmup)
+
+
+def _warm_up(
+    run_once: Callable[[], Any],
+    target: DeviceTarget,
+    options: CaptureOptions,
+    progress: ProgressSink,
+    result: CaptureResult,
+) -> bool:
+    """The unprofiled runs; False when one raised (recorded in ``result``)."""
+    __tracebackhide__ = True  # noqa: F841
     t0 = time.perf_counter()
-    for i in range(options.warmup):
-        progress.update("warm-up", i, options.warmup)
-        try:
+    try:
+        for i in range(options.warmup):
+            progress.update("warm-up", i, options.warmup)
             run_once()
             target.synchronize()
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller
-            result.error, result.error_phase = exc, "warm-up"
-            result.warmup_s = time.perf_counter() - t0
-            return result
-        result.warmup_done = i + 1
-    result.warmup_s = time.perf_counter() - t0
+            result.warmup_done = i + 1
+    except BaseException as exc:  # noqa: BLE001 - reported to the caller
+        result.error, result.error_phase = exc, "warm-up"
+        return False
+    finally:
+        result.warmup_s = time.perf_counter() - t0
+    return True
 
+
+@contextmanager
+def _state_change() -> Iterator[None]:
+    """Around a change of our profiler's state.
+
+    Ctrl-C is held back, our own start is let through the nested-profiler
+    guard, and Kineto's marker lines are dropped.
+    """
+    with sigint_held(), own_profiler(), filtered_native_stderr():
+        yield
+
+
+def _profile_steps(
+    run_once: Callable[[], Any],
+    target: DeviceTarget,
+    options: CaptureOptions,
+    trace_path: Path,
+    progress: ProgressSink,
+    module_names: dict[int, str] | None,
+    result: CaptureResult,
+) -> None:
+    """The profiled runs, then stop and export whatever happened (into ``result``)."""
+    __tracebackhide__ = True  # noqa: F841
+    from torch.profiler import profile, schedule
+
+    exported: list[bool] = []
+    # The backend's own profiler config (TorchTPU, TorchNeuron) writes its
+    # device trace into the run folder, where the loader finds it.
+    backend = target.backend
+    config = backend.experimental_config(trace_path.parent, _rank()) if backend is not None else None
+    export = backend.exporter(trace_path.parent) if backend is not None else None
+    on_trace_ready = _trace_writer(trace_path, export, progress, result, exported)
     # The profiler's own warm-up step (torch's schedule: warmup=1) runs the
     # code with tracing set up but discards its events, so the recorded steps
     # do not pay for the profiler's first-use costs.
-    exported: list[bool] = []
-
-    def on_trace_ready(p: Any) -> None:
-        progress.update("exporting", 0, 1)
-        trace_path.parent.mkdir(parents=True, exist_ok=True)
-        t_export = time.perf_counter()
-        try:
-            p.export_chrome_trace(str(trace_path))
-            exported.append(True)
-        except Exception as exc:  # noqa: BLE001
-            result.notes.append(f"the trace could not be exported: {exc}")
-        result.export_s += time.perf_counter() - t_export
-
     prof = profile(
         activities=target.activities,
         schedule=schedule(wait=0, warmup=1, active=options.steps, repeat=1),
@@ -160,35 +234,90 @@ def capture(
         profile_memory=options.memory,
         with_stack=options.stack,
         with_flops=options.flops,
+        **({"experimental_config": config} if config is not None else {}),
     )
     t1 = time.perf_counter()
     started = False
+    phase = "profiling"
     try:
-        with filtered_native_stderr():
+        with _state_change():
             prof.start()
-        started = True
+            started = True
         with module_annotations(options.modules, module_names):
             for k in range(options.steps + 1):
                 progress.update("profiling", max(k - 1, 0), options.steps)
                 run_once()
                 target.synchronize()
-                with filtered_native_stderr():
+                if k == options.steps:
+                    # This step() stops the profiler and exports the trace.
+                    phase = "stopping the profiler"
+                with _state_change():
+                    if k == options.steps:
+                        pause_for_tests("stop")
                     prof.step()
-                result.steps_done = max(k, 0)
+                    result.steps_done = k
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
-        result.error, result.error_phase = exc, "profiling"
+        result.error, result.error_phase = exc, phase
     finally:
         if started:
-            # Stopping must happen whatever went wrong, or every later
-            # profiler in this kernel would fail. Stopping mid-recording
-            # still hands the steps recorded so far to on_trace_ready.
-            try:
-                with filtered_native_stderr():
-                    prof.stop()
-            except BaseException as exc:  # noqa: BLE001
-                result.notes.append(f"profiler did not stop cleanly: {exc}")
+            _stop(prof, result)
         result.profile_s = time.perf_counter() - t1 - result.export_s
     if exported:
         result.trace_path = trace_path
+        if backend is not None:
+            result.notes.extend(backend.check_output(trace_path.parent))
     del prof
-    return result
+
+
+def _rank() -> int | None:
+    """The rank of this process when torch.distributed is initialised."""
+    try:
+        import torch.distributed as dist
+
+        return dist.get_rank() if dist.is_available() and dist.is_initialized() else None
+    except Exception:  # noqa: BLE001 - a rank is only a hint for file names
+        return None
+
+
+def _trace_writer(
+    trace_path: Path,
+    export: Callable[[Any, Path], None] | None,
+    progress: ProgressSink,
+    result: CaptureResult,
+    exported: list[bool],
+) -> Callable[[Any], None]:
+    """The profiler's ``on_trace_ready``: write the trace (appends to ``exported``)."""
+
+    def on_trace_ready(p: Any) -> None:
+        progress.update("exporting", 0, 1)
+        pause_for_tests("export")
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        t_export = time.perf_counter()
+        try:
+            if export is not None:
+                export(p, trace_path)
+            else:
+                p.export_chrome_trace(str(trace_path))
+            exported.append(True)
+        except Exception as exc:  # noqa: BLE001
+            result.notes.append(f"the trace could not be exported: {exc}")
+        result.export_s += time.perf_counter() - t_export
+
+    return on_trace_ready
+
+
+def _stop(prof: Any, result: CaptureResult) -> None:
+    """Stop the profiler whatever went wrong.
+
+    Otherwise every later profiler in this process would fail. Stopping
+    mid-recording still hands the steps recorded so far to on_trace_ready;
+    after the last step it does nothing.
+    """
+    try:
+        with _state_change():
+            prof.stop()
+    except KeyboardInterrupt as exc:  # held while stopping, delivered after
+        if result.error is None:
+            result.error, result.error_phase = exc, "stopping the profiler"
+    except Exception as exc:  # noqa: BLE001
+        result.notes.append(f"profiler did not stop cleanly: {exc}")
