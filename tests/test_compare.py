@@ -91,12 +91,32 @@ def test_graph_breaks_are_reported_with_their_line(shell):
     stats = shell.user_ns["_torchprof"].compile_stats
     assert stats.graph_break_count >= 1
     brk = stats.graph_breaks[0]
-    assert brk.location.endswith(":2"), brk.location
+    # The print is on the cell's third line as the notebook numbers it
+    # (the %%torchprof line is the first), in the shell's current cell.
+    assert brk.location == f"Cell In[{shell.execution_count}], line 3", brk.location
+    assert brk.code == "print('break')"
     assert "print" in brk.reason
     # ... and the compiled profile's findings say so
     findings = shell.user_ns["_torchprof"].compiled.findings
     compile_rows = findings[findings["rule"] == "compile"]
     assert compile_rows["title"].str.contains("graph break").any()
+
+
+def test_graph_break_in_a_function_of_another_cell_names_that_cell(shell):
+    """A break inside a function defined in an ordinary cell keeps that cell's own numbering."""
+    shell.run_cell(SETUP, store_history=True)
+    shell.run_cell("def head(t):\n    h = m(t)\n    print('break')\n    return h.sum()", store_history=True)
+    defined_in = shell.execution_count - 1
+    shell.run_cell("%%torchprof --compare --backend aot_eager --steps 1 -q\ny = head(x)", store_history=True)
+    locations = {b.location: b.code for b in shell.user_ns["_torchprof"].compile_stats.graph_breaks}
+    assert locations.get(f"Cell In[{defined_in}], line 3") == "print('break')", locations
+
+
+def test_cell_location_leaves_unknown_files_alone():
+    from jupyter_torchprof.capture.compile import cell_location
+
+    assert cell_location("/usr/lib/python3/site.py:12", shell=None)[0] == "/usr/lib/python3/site.py:12"
+    assert cell_location("no line here") == ("no line here", "")
 
 
 def test_fullgraph_break_keeps_the_eager_profile(shell, capsys):

@@ -24,6 +24,7 @@ import atexit
 import builtins
 import contextlib
 import functools
+import linecache
 import logging
 import re
 import sys
@@ -112,11 +113,18 @@ class CompileSettings:
 
 @dataclass
 class GraphBreak:
-    """One graph break: where, and Dynamo's reason."""
+    """One graph break: where, and Dynamo's reason.
+
+    ``location`` names a notebook cell as IPython's tracebacks do
+    (``Cell In[5], line 3``, the line as the notebook shows it) when the
+    break is in a cell, else Dynamo's ``file:line``; ``code`` is that
+    line's source, when known.
+    """
 
     location: str
     reason: str
     count: int = 1
+    code: str = ""
 
 
 @dataclass
@@ -327,6 +335,7 @@ class CompiledCell:
         import torch
 
         self.namespace = namespace
+        _MAGIC_BODIES.add(filename)
         fn, self.names = cell_function(tree, filename, namespace)
         reset_dynamo_before_ipython_exits()
         self.compiled = torch.compile(fn, **settings.kwargs())
@@ -457,13 +466,13 @@ class CompileRecorder:
                 self.stats.recompiles.append(_first_lines(msg, 3))
                 continue
             m = _LOCATION.search(msg)
-            location = m.group("loc") if m else "?"
+            location, code = cell_location(m.group("loc")) if m else ("?", "")
             reason = _break_reason(msg)
             key = (location, reason)
             if key in breaks:
                 breaks[key].count += 1
             else:
-                breaks[key] = GraphBreak(location=location, reason=reason)
+                breaks[key] = GraphBreak(location=location, reason=reason, code=code)
         if not breaks:
             # No log records (e.g. an older torch): fall back to the counters,
             # which know the reasons but not the lines.
@@ -478,6 +487,51 @@ class CompileRecorder:
         """Record a compilation failure."""
         self.stats.error = f"{type(exc).__name__}: {_first_lines(str(exc), 1)}"
         self.stats.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+#: Files holding the body of a ``%%torchprof`` cell (registered by `CompiledCell`).
+_MAGIC_BODIES: set[str] = set()
+
+
+def cell_location(location: str, shell: Any = None) -> tuple[str, str]:
+    """A Dynamo ``file:line`` as the notebook shows it, and that line's source.
+
+    Cells run under names IPython makes up (``/tmp/ipykernel_<pid>/<hash>.py``
+    in a kernel, ``<ipython-input-N-...>`` in a terminal) and remembers in its
+    compiler's filename map, with the source in `linecache`. The body of a
+    cell magic (``%%torchprof``) is registered on its own, one line below the
+    magic line, so its lines are shifted by one to match the line numbers
+    the notebook shows. Anything IPython does not know stays as it is.
+
+    Parameters
+    ----------
+    location
+        ``path:line`` from Dynamo's graph-break log.
+    shell
+        The IPython shell (default: the running one, if any).
+
+    Returns
+    -------
+    (location, code)
+        ``("Cell In[5], line 3", "print(h)")``, or the input and ``""``.
+    """
+    path, sep, line_text = location.rpartition(":")
+    if not sep or not line_text.isdigit():
+        return location, ""
+    line = int(line_text)
+    cached = linecache.getline(path, line).strip()
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - IPython is a dependency
+            return location, cached
+        shell = get_ipython()
+    number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(path)
+    if number is None:
+        return location, cached
+    # The cell as typed starts with the magic line; the file holds what follows it.
+    body = path in _MAGIC_BODIES
+    return f"Cell In[{number}], line {line + 1 if body else line}", cached
 
 
 def _first_lines(text: str, n: int) -> str:
