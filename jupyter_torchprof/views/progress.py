@@ -4,11 +4,17 @@ In a notebook it is one output updated in place (a display handle with an HTML
 ``<progress>`` bar and a plain-text fallback), so no widget manager is needed.
 In a terminal it is a single line on stderr rewritten with ``\r``. When the
 run ends the line is replaced by a short account of where the time went.
+
+The terminal line goes to a duplicate of descriptor 2 taken when the run
+starts: while the profiler changes state, capture points descriptor 2 at a
+file to sift Kineto's log lines out, and a line written there would come back
+later as a line of its own instead of being rewritten in place.
 """
 
 from __future__ import annotations
 
 import html
+import os
 import sys
 import threading
 import time
@@ -45,11 +51,15 @@ class Progress:
         self._start = time.perf_counter()
         self._handle: Any = None
         self._last_text = ""
+        self._shown = ""
         self._terminal_dirty = False
         self._pending: tuple[str, int, int] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._terminal: Any = None
+        if enabled and not notebook:
+            self._terminal = _terminal_stream()
         if enabled:
             # A single warm-up run (a cold torch.compile) can take a minute
             # without reaching the next update() call: a ticker keeps the
@@ -104,8 +114,13 @@ class Progress:
             else:
                 self._handle.update(bundle, raw=True)
         else:
-            sys.stderr.write("\r" + text.ljust(60))
-            sys.stderr.flush()
+            out = self._terminal or sys.stderr
+            # Pad over the previous text, and stay within the terminal's
+            # width: a wrapped line cannot be rewritten with \r.
+            width = _columns() - 1
+            out.write("\r" + text[:width].ljust(min(max(len(self._shown), len(text)), width)))
+            out.flush()
+            self._shown = text[:width]
             self._terminal_dirty = True
 
     def finish(self, summary: str | None = None) -> None:
@@ -126,6 +141,32 @@ class Progress:
                     },
                     raw=True,
                 )
-        elif self._terminal_dirty:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
+        else:
+            out = self._terminal or sys.stderr
+            if self._terminal_dirty:
+                out.write("\r" + " " * len(self._shown) + "\r")
+                out.flush()
+            if self._terminal is not None:
+                self._terminal.close()
+                self._terminal = None
+
+
+def _terminal_stream() -> Any:
+    """A stream on a duplicate of descriptor 2 (see the module docstring), or None."""
+    try:
+        if sys.stderr is None or sys.stderr.fileno() != 2:
+            return None
+        sys.stderr.flush()
+        return os.fdopen(
+            os.dup(2), "w", encoding=getattr(sys.stderr, "encoding", None) or "utf-8", errors="replace"
+        )
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _columns() -> int:
+    """The terminal's width (80 when unknown)."""
+    try:
+        return max(os.get_terminal_size(2).columns, 20)
+    except (OSError, ValueError):
+        return 80
