@@ -692,9 +692,7 @@ class TorchProf(Magics):
 
     def _publish(self, result: Any, args: argparse.Namespace) -> None:
         self.shell.user_ns["_torchprof"] = result
-        if args.output:
-            if not args.output.isidentifier():
-                raise UsageError(f"-o needs a variable name, not {args.output!r}")
+        if args.output:  # checked before anything ran (run_options.check_output)
             self.shell.user_ns[args.output] = result
         if not args.quiet:
             from IPython.display import display

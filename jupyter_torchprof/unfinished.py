@@ -57,8 +57,7 @@ def close_unfinished(
         if raw.exists() and not packed.exists():
             compress_in_background(raw, packed)
         problem = (
-            f"{describe(error)} before the profile was built; the trace is kept: "
-            f"%torchprof --load {packed}"
+            f"{describe(error)} before the profile was built; the trace is kept: %torchprof --load {packed}"
         )
         info = {
             "name": name,
