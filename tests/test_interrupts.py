@@ -379,6 +379,20 @@ def test_profiler_in_the_cell_is_refused_before_running(shell, capsys, tmp_path,
     assert RunStore(tmp_path / "runs").list() == []
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def profile():\n    return x @ x\ny = profile()",  # the cell's own function of that name
+        "import cProfile\nwith cProfile.Profile():\n    y = x @ x",  # not a torch profiler
+    ],
+)
+def test_calls_that_only_look_like_profilers_run(shell, body):
+    shell.run_cell(SETUP)
+    res = shell.run_cell(f"%%torchprof --warmup 0 --steps 1 --quiet\n{body}")
+    assert res.error_in_exec is None, res.error_in_exec
+    assert shell.user_ns["_torchprof"].summary["steps"] == 1
+
+
 def test_record_function_in_the_cell_is_fine(shell):
     shell.run_cell(SETUP)
     res = shell.run_cell(

@@ -224,6 +224,20 @@ def test_bad_options_are_refused_before_anything_runs(shell, capsys, tmp_path, l
     assert RunStore(tmp_path / "runs").list() == []  # and nothing was stored
 
 
+def test_compare_export_is_checked_before_either_run(shell, capsys, tmp_path):
+    run(shell, SETUP)
+    (tmp_path / "both.html").write_text("kept")
+    (tmp_path / "t.compiled.csv").write_text("kept")
+    for line in ("--compare --export both.html", "--compile --export t.csv"):
+        capsys.readouterr()
+        res = run(shell, f"%%torchprof {line}\ncalls.append(1)")
+        text = "".join(capsys.readouterr())
+        assert "export:" in text and "exists" in text and "--force" in text, text
+        assert res.error_in_exec is not None
+    assert shell.user_ns["calls"] == []
+    assert (tmp_path / "both.html").read_text() == "kept"
+
+
 def test_config_defaults_are_checked_too(shell, capsys):
     run(shell, SETUP)
     shell.run_line_magic("config", "TorchProf.steps = 50000")
