@@ -103,9 +103,10 @@ def clear_stale_profiler_flag() -> bool:
     """Reset torch's Python "profiler enabled" flag when no profiler runs natively.
 
     ``torch.autograd.profiler._is_profiler_enabled`` mirrors the native state
-    for quick checks; it is set after the native profiler starts and cleared
-    after it stops, so an exception between the two (a Ctrl-C) leaves it set
-    forever. The native state is the truth. Returns whether it was reset.
+    for quick checks; it is set just before the native profiler starts and
+    cleared just after it stops, so an exception in between (a Ctrl-C right
+    after the native stop) leaves it set for good. The native state is the
+    truth. Returns whether the flag was reset.
     """
     import torch
     from torch.autograd import profiler as autograd_profiler
