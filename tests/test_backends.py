@@ -367,5 +367,9 @@ def test_captured_run_folder_reads_the_device_xplane(tmp_path: Path) -> None:
         # Same clock: the op starts a tenth into its step, as placed.
         assert op["ts"] - step_ts == pytest.approx((d // 10) / 1000, abs=2e-3)
     assert prof.meta.top_level["device_files"] == "vm.xplane.pb"
-    # Nothing on the host launched these ops, and the summary says so rather than hiding them.
-    assert prof.summary["device_activities_unlinked"] == 3
+    # Nothing on the host launched these ops: they count in the step whose window
+    # they start in (not as an idle device), and the notes say so.
+    assert prof.summary["device_activities_by_window"] == 3
+    assert prof.summary["device_activities_unlinked"] == 0
+    assert prof.summary["device_busy_per_step_us"] > 0
+    assert any("no recorded launch" in n and "time window" in n for n in prof.notes)

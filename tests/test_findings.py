@@ -85,14 +85,29 @@ def counted_windows(ev: list[dict]) -> list[tuple[float, float]]:
 
 
 def launched_in_steps(ev: list[dict], device: list[dict]) -> list[dict]:
-    """The device events whose runtime call (same correlation id) starts inside a step range."""
+    """The device events whose launch starts inside a step range.
+
+    The launch is the runtime call with the same correlation id, else the one
+    op with the same External id; work with neither counts where it starts.
+    """
     windows = steps_of(ev)
     calls = {
         e["args"]["correlation"]: e
         for e in ev
         if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
-    return [d for d in device if (c := calls.get(d["args"].get("correlation"))) and in_windows(c, windows)]
+    ops: dict = {}
+    for e in ev:
+        if e["cat"] == "cpu_op" and "External id" in e.get("args", {}):
+            ops.setdefault(e["args"]["External id"], []).append(e)
+
+    def launch(d: dict) -> dict:
+        if (c := calls.get(d["args"].get("correlation"))) is not None:
+            return c
+        same = ops.get(d["args"].get("External id"), [])
+        return same[0] if len(same) == 1 else d
+
+    return [d for d in device if in_windows(launch(d), windows)]
 
 
 def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

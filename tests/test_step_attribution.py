@@ -4,6 +4,7 @@ The oracle reads each real GPU trace with the json module (tracefiles.raw_events
 and follows the links by hand: a kernel's ``correlation`` names its runtime call
 (``cuda_runtime`` / ``cuda_driver``), and the ``ProfilerStep#k`` range on the host
 that holds the call's start owns the kernel, as Holistic Trace Analysis does.
+Work with no recorded launch belongs to the step whose range holds its own start.
 Times are taken relative to the first complete event, as the parser does.
 """
 
@@ -50,13 +51,15 @@ class Raw:
         for e in self.events:
             if e["cat"] == "cpu_op" and "External id" in e.get("args", {}):
                 ops_by_ext[e["args"]["External id"]].append(e)
-        self.owner = []  # step position per device activity, -1 outside, None unlinked
+        self.owner = []  # step position per device activity, -1 outside
+        self.unlinked = []  # no recorded launch (then owned by the step its own start is in)
         for d in self.device:
             src = runtime.get(d["args"].get("correlation"))
             if src is None:
                 same = ops_by_ext.get(d["args"].get("External id"), [])
                 src = same[0] if len(same) == 1 else None
-            self.owner.append(None if src is None else self.step_at(src))
+            self.unlinked.append(src is None)
+            self.owner.append(self.step_at(d if src is None else src))
 
     def step_at(self, e: dict) -> int:
         """Position of the step range holding ``e``'s start (its own thread first), -1 if none."""
@@ -149,16 +152,15 @@ def test_no_device_work_is_lost(traced):
         assert s["device_busy_per_step_us"] == pytest.approx(union_length(iv(raw.device)), abs=1e-6)
         return
     counted = set(raw.counted())
+    owned = list(zip(raw.device, raw.owner, raw.unlinked, strict=True))
     parts = {
-        "in_steps": [d for d, o in zip(raw.device, raw.owner, strict=True) if o in counted],
-        "left_out": [
-            d
-            for d, o in zip(raw.device, raw.owner, strict=True)
-            if o is not None and o >= 0 and o not in counted
-        ],
-        "outside_steps": [d for d, o in zip(raw.device, raw.owner, strict=True) if o == -1],
-        "unlinked": [d for d, o in zip(raw.device, raw.owner, strict=True) if o is None],
+        "in_steps": [d for d, o, _ in owned if o in counted],
+        "left_out": [d for d, o, _ in owned if o >= 0 and o not in counted],
+        "outside_steps": [d for d, o, u in owned if o == -1 and not u],
+        "unlinked": [d for d, o, u in owned if o == -1 and u],
     }
+    by_window = [d for d, o, u in owned if o >= 0 and u]
+    assert s["device_activities_by_window"] == len(by_window)
     for key, acts in parts.items():
         assert s[f"device_activities_{key}"] == len(acts), key
         assert s[f"device_us_{key}"] == pytest.approx(sum(d["dur"] for d in acts), abs=1e-3), key
@@ -169,6 +171,8 @@ def test_no_device_work_is_lost(traced):
     for key in ("outside_steps", "unlinked", "left_out"):
         if parts[key] and counted:
             assert any(f"{len(parts[key]):,} device activities" in n for n in p.notes), key
+    if by_window and counted:
+        assert any(f"{len(by_window):,} device activities" in n and "time window" in n for n in p.notes)
 
 
 def test_streams_agree_with_steps_and_their_stated_definitions(traced):

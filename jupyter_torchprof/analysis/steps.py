@@ -167,7 +167,10 @@ def device_steps(
     """For each device activity (`kernels.activity_rows` order), the step that launched it.
 
     The value is a position in `step_table` (and ``ranges``) order; -1 where the
-    launch lies in no step or no launch is known (see `launch_sources`).
+    launch lies in no step. Work with no recorded launch (see `launch_sources`:
+    TPU ops read from an XPlane without correlation ids, Neuron executions, a
+    copy whose runtime call was lost) falls back to the step whose host time
+    window it starts in: counting it in no step would report an idle device.
     """
     if lanes is None:
         lanes = event_lanes(events)
@@ -180,6 +183,7 @@ def device_steps(
     t[ok] = events["ts"].to_numpy()[src[ok]]
     lane = np.full(len(act), -1, dtype=np.int64)
     lane[ok] = lanes[src[ok]]
+    t[~ok] = events["ts"].to_numpy()[act[~ok]]
     return assign_to_steps(t, lane, ranges)
 
 
@@ -565,7 +569,9 @@ def _device_accounting(
         "in_steps": in_counted,
         "left_out": (owner >= 0) & ~in_counted,
         "outside_steps": (owner < 0) & ~unlinked,
-        "unlinked": unlinked,
+        "unlinked": (owner < 0) & unlinked,
+        # Not a fifth part: the unlinked work the steps got by time window.
+        "by_window": (owner >= 0) & unlinked,
     }
     out: dict[str, Any] = {}
     for key, m in parts.items():
@@ -610,16 +616,18 @@ def step_notes(steps: pd.DataFrame, summary: dict[str, Any]) -> list[str]:
             )
     if counted == 0 and len(steps):
         notes.append("no step is left to count: figures are over the recording window, as one step")
+    outside = ": in the kernel table, not in the per-step figures"
     for key, what in (
-        ("outside_steps", "were launched outside the profiled steps (before, between or after them)"),
-        ("left_out", "were launched in left-out steps"),
-        ("unlinked", "have no recorded launch, so no step"),
+        (
+            "outside_steps",
+            "were launched outside the profiled steps (before, between or after them)" + outside,
+        ),
+        ("left_out", "were launched in left-out steps" + outside),
+        ("unlinked", "have no recorded launch and start in no step" + outside),
+        ("by_window", "have no recorded launch: each counts in the step whose host time window it starts in"),
     ):
         k = int(summary.get(f"device_activities_{key}") or 0)
         if k and counted:
             us = float(summary.get(f"device_us_{key}") or 0.0)
-            notes.append(
-                f"{k:,} device activities ({fmt_time(us)} of device time) {what}: in the kernel table, "
-                "not in the per-step figures"
-            )
+            notes.append(f"{k:,} device activities ({fmt_time(us)} of device time) {what}")
     return notes
