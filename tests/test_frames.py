@@ -1,0 +1,53 @@
+"""``--stack``: the user's frames are told from the kernel machinery around them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jupyter_torchprof.analysis.frames import machinery_frames, machinery_name
+
+
+@pytest.mark.parametrize(
+    ("name", "machinery"),
+    [
+        ("ipykernel/kernelbase.py(405): dispatch_shell", True),
+        ("tornado/ioloop.py(742): _run_callback", True),
+        ("asyncio/base_events.py(1922): _run_once", True),
+        ("IPython/core/interactiveshell.py(3577): run_code", True),
+        ("jupyter_torchprof/views/progress.py(63): _tick", True),
+        ("threading.py(1002): _bootstrap", True),
+        ("torch/profiler/profiler.py(1118): __enter__", True),
+        ("/tmp/ipykernel_4242/3158.py(3): <module>", False),
+        ("<ipython-input-1-af5b5d0ecf90>(4): user_fn", False),
+        ("torch/nn/modules/linear.py(130): forward", False),
+        ("mypkg/model.py(12): forward", False),
+        ("nn.Module: Linear_0", False),
+    ],
+)
+def test_frame_names(name, machinery):
+    assert machinery_name(name) is machinery
+
+
+def test_a_stack_run_keeps_the_cells_frames_and_hides_the_machinery(shell):
+    shell.run_cell(
+        "import torch\nm = torch.nn.Linear(8, 8)\nx = torch.randn(4, 8)\n"
+        "def user_fn(t):\n    return m(t).relu().sum()\n"
+    )
+    shell.run_cell_magic("torchprof", "--stack --steps 2 --warmup 1 -o r", "user_fn(x)\n")
+    ev = shell.user_ns["r"].events
+    hidden = machinery_frames(ev, ev["parent"].to_numpy(), ev["depth"].to_numpy())
+    py = (ev["kind"] == "python_function").to_numpy()
+    names = ev["name"].astype(str).to_numpy()
+    kept, gone = set(names[py & ~hidden]), set(names[hidden])
+    assert hidden.sum() > 0 and (py & ~hidden).sum() > 0
+    assert any(n.endswith(": user_fn") for n in kept), sorted(kept)[:20]
+    assert any("torch/nn/modules/linear.py" in n for n in kept)
+    assert not any(machinery_name(n) for n in kept)
+    # standard-library frames called by the machinery go with it
+    assert any(n.startswith(("IPython/", "traitlets/")) for n in gone)
+    assert not (hidden & ~py).any()
+    # a built-in under the user's code stays the user's
+    parent = ev["parent"].to_numpy()
+    builtin_kept = [i for i in np.flatnonzero(py & ~hidden) if names[i].startswith("<built-in method relu")]
+    assert builtin_kept and all(not hidden[parent[i]] for i in builtin_kept)
