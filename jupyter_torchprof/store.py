@@ -284,10 +284,14 @@ def wait_for_compression(timeout: float | None = None) -> None:
 
 
 def trace_file(run_dir: Path) -> Path | None:
-    """The run's trace: the gzip once written, else the raw JSON still being packed."""
+    """The run's trace: the gzip once written, else the raw JSON still being packed.
+
+    Only regular files count (``is_file``): a FIFO or a device named like a
+    trace would block whoever opens it.
+    """
     for name in (TRACE_NAME, "trace.json"):
         p = run_dir / name
-        if p.exists():
+        if p.is_file():
             return p
     loaded = trace_files(run_dir)
     return loaded[0] if loaded else None
@@ -295,8 +299,8 @@ def trace_file(run_dir: Path) -> Path | None:
 
 def trace_files(run_dir: Path) -> list[Path]:
     """Every trace file of a run (a loaded folder of ranks keeps one per rank)."""
-    names = [TRACE_NAME] if (run_dir / TRACE_NAME).exists() else []
-    if not names and (run_dir / "trace.json").exists():
+    names = [TRACE_NAME] if (run_dir / TRACE_NAME).is_file() else []
+    if not names and (run_dir / "trace.json").is_file():
         names = ["trace.json"]
     found = [run_dir / n for n in names]
     for pattern in ("*.json.gz", "*.json"):
@@ -304,9 +308,10 @@ def trace_files(run_dir: Path) -> list[Path]:
             if p.name in (RUN_FILE, TRACE_NAME, "trace.json") or p.name.startswith("."):
                 continue
             # a raw .json still being packed next to its .json.gz is the same trace
-            if p.suffix == ".json" and p.with_name(p.name + ".gz").exists():
+            if p.suffix == ".json" and p.with_name(p.name + ".gz").is_file():
                 continue
-            found.append(p)
+            if p.is_file():
+                found.append(p)
     return found
 
 

@@ -450,3 +450,15 @@ def test_a_missing_trace_on_a_full_disk_says_so(tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(TraceError, match="no such file$"):
         parse_trace(tmp_path / "trace.json")
+
+
+def test_a_fifo_named_like_the_gzip_does_not_hide_the_raw_trace(tmp_path):
+    from jupyter_torchprof.store import trace_file
+
+    store = RunStore(tmp_path / "runs")
+    run_dir = store.create()
+    os.mkfifo(run_dir / "trace.json.gz")
+    (run_dir / "trace.json").write_text('{"traceEvents": []}')
+    os.mkfifo(run_dir / "rank-1.json")
+    assert trace_file(run_dir) == run_dir / "trace.json"
+    assert store.locate_traces(run_dir.name) == [run_dir / "trace.json"]
