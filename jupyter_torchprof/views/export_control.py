@@ -124,6 +124,18 @@ def file_stem(name: str) -> str:
     return stem or "profile"
 
 
+def run_stem(profile: Profile) -> str:
+    """The file stem of a profile's exports: its name, and its run id when it has one.
+
+    Names come from the cell's first line, so two runs of one cell (or of two
+    cells that start alike) would share a name; the run id tells them apart.
+    """
+    stem = file_stem(profile.name)
+    if profile.run_dir is not None and profile.run_dir.name:
+        stem = f"{stem[:56]}-{file_stem(profile.run_dir.name)}"
+    return stem
+
+
 def next_free(folder: Path, stem: str, suffix: str) -> Path:
     """``folder/stem+suffix``, or with ``-2``, ``-3`` ... when that exists."""
     target = folder / f"{stem}{suffix}"
@@ -205,7 +217,7 @@ def export_into(
         target_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExportError(f"cannot create {target_dir}: {exc.strerror or exc}") from None
-    stem = file_stem(profile.name) + choice.part
+    stem = run_stem(profile) + choice.part
     # Another export (another view, another kernel) may take the name between
     # looking and writing; export refuses to overwrite, so try the next one.
     for _ in range(5):
@@ -322,9 +334,26 @@ class ExportControl:
         """The selected format."""
         return next(c for c in self.choices if c.key == self.menu.value)
 
+    def _target_dir(self) -> Path:
+        return Path(self.folder) if self.folder is not None else Path.cwd() / EXPORT_DIR
+
+    def next_path(self) -> Path:
+        """The file the next click writes (the first free name, as `export_into` picks it)."""
+        c = self.choice
+        folder = self._target_dir()
+        stem = run_stem(self.profile) + c.part
+        if not folder.is_dir():
+            return folder / f"{stem}{c.suffix}"
+        try:
+            return next_free(folder, stem, c.suffix)
+        except Exception:  # noqa: BLE001 - a hint; the click says what is wrong
+            return folder / f"{stem}{c.suffix}"
+
     def _update_hint(self) -> None:
         c = self.choice
-        text = f"→ ./{EXPORT_DIR}/{file_stem(self.profile.name)}{c.part}{c.suffix}"
+        target = self.next_path()
+        shown = f"./{EXPORT_DIR}/{target.name}" if self.folder is None else str(target)
+        text = f"→ {shown}"
         if c.is_trace:
             size = trace_json_size(self.profile)
             if size is not None:
@@ -386,7 +415,16 @@ class ExportControl:
         )
         lines.append(("", f"wrote {_esc(shown)} ({_esc(_human(size))}) · {link}"))
         plain.append(f"wrote {shown} ({_human(size)})")
+        if c.suffix == ".html":
+            tip = (
+                "JupyterLab opens HTML files with scripts off: click Trust HTML in its toolbar "
+                "(or open the file in a browser tab) to see the timeline"
+            )
+            lines.append(("", _esc(tip)))
+            plain.append(tip)
         self._show(lines, plain)
+        # The next click writes the next free name: say that one, not this one.
+        self._update_hint()
         return path
 
     def close(self) -> None:

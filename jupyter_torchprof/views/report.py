@@ -518,6 +518,7 @@ nav a:hover { text-decoration: underline; }
 .tp-warn { color: var(--tp-medium); margin: 2px 0; }
 .tp-error { color: var(--tp-high); margin: 2px 0; }
 .tp-headline { margin: 6px 0; padding-left: 18px; }
+.tp-noscript { border: 1px solid #e0a000; background: #fff8e1; color: #5d4200; padding: 6px 10px; border-radius: 4px; }
 ul.tp-findings { list-style: none; padding: 0; margin: 4px 0; }
 ul.tp-findings li { margin: 3px 0; }
 ul.tp-findings summary { cursor: pointer; }
@@ -621,6 +622,16 @@ def _embed(models: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
     return bundle.scripts(tag=True), script, divs
 
 
+#: Shown only where scripts do not run: JupyterLab opens HTML files in a
+#: sandboxed frame until the user trusts them, and the timeline is drawn by
+#: a script, so it would be a silent blank.
+NO_SCRIPT_HINT = (
+    '<noscript><p class="tp-noscript" role="note">Scripts are off here, so the timeline is not drawn '
+    "and the tables do not sort. In JupyterLab, click <b>Trust HTML</b> in this file's toolbar; "
+    "or open the file in a browser tab.</p></noscript>"
+)
+
+
 def _page(title: str, subtitle: str, nav: list[tuple[str, str]], body: str, models: dict[str, Any]) -> str:
     bokeh_js, bokeh_script, divs = _embed(models)
     for key, div in divs.items():
@@ -635,6 +646,7 @@ def _page(title: str, subtitle: str, nav: list[tuple[str, str]], body: str, mode
         f'<meta name="generator" content="jupyter_torchprof {_esc(__version__)}">\n'
         f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n{bokeh_js}\n</head>\n<body>\n<main>\n"
         f'<header><h1>{_esc(title)}</h1><p class="tp-sub">{_esc(subtitle)}</p></header>\n'
+        f"{NO_SCRIPT_HINT}\n"
         f"<nav>{links}</nav>\n{body}\n"
         f"<footer>Written by jupyter_torchprof {_esc(__version__)} on {_esc(made)}. "
         "This file is self-contained and opens offline.</footer>\n"
