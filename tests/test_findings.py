@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html
 import json
 import re
 import statistics
@@ -213,8 +214,22 @@ def test_cpu_only_trace_claims_no_device_finding():
     assert set(device_rows["rule"]) == DEVICE_RULES
     assert set(device_rows["severity"]) == {"not checked"}
     assert all("no device activity" in d for d in device_rows["detail"])
-    # one step, no compile stats: nothing else to claim either
-    assert set(f["severity"]) == {"not checked"}
+    # The one thing a CPU rule can say: the step ran outside any op, mostly inside the
+    # gloo:all_reduce ranges; both figures from the file.
+    checked = f[f["severity"] != "not checked"]
+    assert checked["rule"].tolist() == ["outside_ops"]
+    ev = raw("cpu_only.pt.trace.json.gz")
+    ((lo, hi),) = steps_of(ev)
+    ops = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] == "cpu_op"]
+    covered = sum(b - a for a, b in union(clip(ops, lo, hi)))
+    row = checked.iloc[0]
+    assert row["impact_us"] == pytest.approx(hi - lo - covered, rel=1e-9)
+    gloo = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == "gloo:all_reduce"]
+    in_gloo = sum(b - a for a, b in union(clip(gloo, lo, hi)))
+    assert row["evidence"]["ranges_over_outside_pct"]["gloo:all_reduce"] == pytest.approx(
+        100 * in_gloo / (hi - lo - covered), rel=1e-6
+    )
+    assert "gloo:all_reduce" in row["detail"]
 
 
 def test_text_and_static_html_start_with_the_findings():
@@ -229,12 +244,109 @@ def test_text_and_static_html_start_with_the_findings():
     assert "Findings:" not in p.table(findings=False)
 
 
-def test_not_checked_rows_collapse_into_one_line():
-    text = findings_text(findings("cpu_only.pt.trace.json.gz"))
-    device_lines = [ln for ln in text.splitlines() if "device rules" in ln]
-    assert len(device_lines) == 1
-    for rule in DEVICE_RULES:
-        assert rule in device_lines[0]
+def test_not_checked_rows_group_by_reason():
+    f = findings("cpu_only.pt.trace.json.gz")
+    (reason,) = {e["reason"] for e in f[f["rule"].isin(DEVICE_RULES)]["evidence"]}
+    same = f[[isinstance(e, dict) and e.get("reason") == reason for e in f["evidence"]]]
+    assert set(DEVICE_RULES) <= set(same["rule"])
+    labels = [t.split(" not checked")[0] for t in same["title"]]
+    sentence = reason[0].upper() + reason[1:]
+    text = findings_text(f)
+    lines = [ln for ln in text.splitlines() if sentence in ln]
+    assert len(lines) == 1 and text.count(reason[1:]) == 1  # the reason once
+    for label in labels:
+        assert lines[0].count(label) == 1, label  # each rule named once
+    assert f"{len(labels)} rules:" in lines[0]
+    # HTML: the line (its tooltip) and its detail say the reason once each, not once per rule
+    page = findings_html(f)
+    assert page.count(html.escape(reason[1:], quote=True)) == 3  # title attribute, line, detail
+    assert page.count("Not checked because") == len({e["reason"] for e in f["evidence"] if "reason" in e})
+
+
+def test_long_lines_end_in_an_ellipsis_and_open_in_full():
+    page = findings_html(findings("cpu_only.pt.trace.json.gz"))
+    css = page[page.index("<style>") : page.index("</style>")]
+    summary = re.search(r"\.jp-TorchProf-findings summary \{([^}]*)\}", css).group(1)
+    assert "text-overflow: ellipsis" in summary and "white-space: nowrap" in summary
+    assert "overflow: hidden" in summary
+    assert re.search(r"details\[open\] > summary \{ white-space: normal; \}", css)
+
+
+def _soup(page: str):
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(page, "html.parser")
+
+
+def test_every_finding_opens_to_its_remedy_and_the_rest_are_one_click_away():
+    from jupyter_torchprof.views.format import fmt_time
+
+    f = findings("diff_pair/test.pt.trace.json.gz")
+    checked = f[f["severity"] != "not checked"]
+    assert len(checked) > 5
+    soup = _soup(findings_html(f, limit=5))
+    box = soup.select_one("div.jp-TorchProf-findings")
+    first = box.find("ul", recursive=False).find_all("li", recursive=False)
+    more = box.select_one("details.jp-TorchProf-more")
+    hidden = more.find("ul").find_all("li", recursive=False)
+    assert len(first) == 5 and len(hidden) == len(checked) - 5
+    assert more.summary.get_text() == f"{len(checked) - 5} more findings (click to show)"
+    assert "in Profile.findings" not in box.get_text()
+    items = first + hidden
+    assert [li.select_one(".jp-TorchProf-finding-title").get_text() for li in items] == checked[
+        "title"
+    ].tolist()
+    for li, r in zip(items, checked.itertuples(), strict=True):
+        assert li.details.summary is not None
+        assert li.select_one(".jp-TorchProf-finding-detail").get_text() == r.detail
+        stake = li.select_one(".jp-TorchProf-finding-stake").get_text()
+        assert stake.startswith(f"At stake: {fmt_time(r.impact_us)} per step")
+        assert li["data-rules"] == r.rule
+
+
+def test_widget_findings_box_holds_every_finding(tmp_path):
+    from jupyter_torchprof.views.widget import ProfileView
+
+    p = profile("gp100_sgd_step_user_annotation.pt.trace.json.gz")
+    checked = p.findings[p.findings["severity"] != "not checked"]
+    view = ProfileView(p)
+    try:
+        assert view.findings.layout.width == "100%" and view.findings.layout.display is None
+        soup = _soup(view.findings.value)
+        titles = [t.get_text() for t in soup.select("li .jp-TorchProf-finding-title")]
+        assert titles[: len(checked)] == checked["title"].tolist()  # all of them, the rest behind "more"
+        assert len(soup.select("details.jp-TorchProf-more li")) == max(len(checked) - 5, 0)
+        assert all(li.details is not None for li in soup.select("li.jp-TorchProf-finding"))
+    finally:
+        view.close()
+
+
+def _allowed(pct: float) -> str:
+    hi, mid = THRESHOLDS.severity_high_step_pct, THRESHOLDS.severity_medium_step_pct
+    return "high" if pct >= hi else "medium" if pct >= mid else "info"
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_severity_never_above_what_the_impact_allows(name):
+    # the counted steps' mean wall (checked against the file in test_per_step / _bounds)
+    step = profile(name).summary["wall_per_step_us"]
+    f = findings(name)
+    for r in f[f["severity"] != "not checked"].itertuples():
+        if r.rule == "compile":
+            continue
+        pct = 100 * r.impact_us / step
+        assert SEVERITIES.index(r.severity) >= SEVERITIES.index(_allowed(pct)), r.title
+        assert r.evidence["impact_step_pct"] == pytest.approx(pct, rel=1e-6)
+
+
+def test_a_medium_rule_worth_a_microsecond_is_info():
+    # gp100: the copies rule calls pageable copies medium; they cost 1 µs of a 10 ms trace.
+    f = findings("gp100_sgd_step_user_annotation.pt.trace.json.gz", "copies")
+    (row,) = f[f["title"].str.contains("pageable")].to_dict("records")
+    pageable = [e for e in raw("gp100_sgd_step_user_annotation.pt.trace.json.gz") if "Pageable" in e["name"]]
+    assert row["impact_us"] == pytest.approx(sum(e["dur"] for e in pageable))
+    assert row["severity"] == "info" and row["evidence"]["rule_severity"] == "medium"
+    assert "the rule said medium" in findings_html(f)
 
 
 def test_html_escapes_trace_strings():

@@ -1,26 +1,44 @@
 """Findings as a few lines of text or static HTML, for the top of a profile's view.
 
 One line per finding: severity, then the title (which carries the key
-number). ``not checked`` rows that share a reason (a trace without device
-data) collapse into one line naming the rules, so a CPU run does not open
-with a wall of them. Every string from a trace is escaped in the HTML.
+number). In HTML each line is a ``<details>`` element: a click opens what it
+means and what to do (the rule's detail, with the time at stake), so the
+remedy is on the page, not only in a tooltip. Findings past the limit sit in
+one more expander ("N more findings") that opens all of them. The same HTML
+works in the inline widget, in a notebook's static output and in nbconvert:
+``<details>`` needs no script.
+
+``not checked`` rows that share a reason (a trace without device data)
+become one line: the reason once, then the rules' names, each once. A line
+too long for the view ends in an ellipsis; its full text is in the expander.
+Every string from a trace is escaped in the HTML.
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from .format import fmt_time
 
 _NOT_CHECKED = "not checked"
 _MORE = ""  # severity slot of the "(N more ...)" line
 
 _STYLE = """
 <style>
-.jp-TorchProf-findings { margin: 4px 0 6px 0; }
+.jp-TorchProf-findings { margin: 4px 0 6px 0; width: 100%; min-width: 0; max-width: 100%; overflow: hidden; }
 .jp-TorchProf-findings ul { list-style: none; margin: 0; padding: 0; }
-.jp-TorchProf-findings li { margin: 1px 0; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.jp-TorchProf-findings li { margin: 1px 0; min-width: 0; }
+.jp-TorchProf-findings summary { cursor: pointer; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; max-width: 100%; }
+.jp-TorchProf-findings details[open] > summary { white-space: normal; }
+.jp-TorchProf-finding-detail { margin: 2px 0 4px 1.6em; white-space: normal;
+  color: var(--jp-ui-font-color1, #333); }
+.jp-TorchProf-finding-stake { margin: 0 0 4px 1.6em; color: var(--jp-ui-font-color2, #616161); }
+.jp-TorchProf-more > summary { color: var(--jp-brand-color1, #1976d2); }
 .jp-TorchProf-sev { display: inline-block; min-width: 6.5em; font-weight: 600; }
 .jp-TorchProf-sev-high .jp-TorchProf-sev { color: var(--jp-error-color0, #b00020); }
 .jp-TorchProf-sev-medium .jp-TorchProf-sev { color: var(--jp-warn-color0, #a15c00); }
@@ -30,37 +48,99 @@ _STYLE = """
 """
 
 
-def _lines(findings: pd.DataFrame, limit: int | None) -> list[tuple[str, str, str]]:
-    """(severity, text, tooltip) per shown line."""
-    if findings is None or findings.empty:
-        return []
-    checked = findings[findings["severity"] != _NOT_CHECKED]
-    unchecked = findings[findings["severity"] == _NOT_CHECKED]
-    shown = checked if limit is None or limit < 0 else checked.head(limit)
-    lines = [(str(r.severity), str(r.title), str(r.detail)) for r in shown.itertuples(index=False)]
-    hidden = len(checked) - len(shown)
-    if hidden > 0:
-        lines.append((_MORE, f"({hidden} more in Profile.findings)", ""))
-    # "not checked" rows with one shared reason (no device in the trace) become one line.
-    by_reason: dict[str, list[Any]] = {}
+@dataclass
+class Line:
+    """One shown line: a finding, or one group of ``not checked`` rules."""
+
+    severity: str
+    text: str
+    detail: str
+    rules: tuple[str, ...] = ()
+    stake: str = ""
+
+
+def _stake(r: Any) -> str:
+    """The time at stake as a phrase ("42 ms per step, 34% of the step"), or ""."""
+    impact = float(getattr(r, "impact_us", 0.0) or 0.0)
+    if impact <= 0:
+        return ""
+    ev = r.evidence if isinstance(r.evidence, dict) else {}
+    pct = ev.get("impact_step_pct")
+    share = f", {pct:.1f}% of the step" if isinstance(pct, (int, float)) else ""
+    lowered = ev.get("rule_severity")
+    note = f"; the rule said {lowered}, the share of the step makes it {r.severity}" if lowered else ""
+    return f"At stake: {fmt_time(impact)} per step{share}{note}."
+
+
+def _label(r: Any) -> str:
+    """A not-checked row's rule name as its title says it ("Device idle gaps")."""
+    title = str(r.title)
+    cut = title.find(" not checked")
+    return title[:cut] if cut > 0 else str(r.rule)
+
+
+def _unchecked_lines(unchecked: pd.DataFrame) -> list[Line]:
+    """One line per reason: the reason once, then every rule it stopped."""
+    groups: dict[str, list[Any]] = {}
     for r in unchecked.itertuples(index=False):
         reason = r.evidence.get("reason") if isinstance(r.evidence, dict) else None
-        by_reason.setdefault(str(reason) if reason else f"\0{r.title}", []).append(r)
-    for reason, rows in by_reason.items():
-        if reason.startswith("\0") or len(rows) == 1:
-            lines += [(_NOT_CHECKED, str(r.title), str(r.detail)) for r in rows]
+        groups.setdefault(str(reason) if reason else f"\0{r.detail}", []).append(r)
+    lines = []
+    for key, rows in groups.items():
+        if len(rows) == 1:
+            (r,) = rows
+            lines.append(Line(_NOT_CHECKED, str(r.title), str(r.detail), (str(r.rule),)))
             continue
-        text = f"{len(rows)} device rules ({', '.join(str(r.rule) for r in rows)}): {reason}"
+        reason = key.lstrip("\0")
+        sentence = reason[:1].upper() + reason[1:]
+        names = [_label(r) for r in rows]
+        extra = []
         for r in rows:
             would = r.evidence.get("ops_that_would_sync") if isinstance(r.evidence, dict) else None
             if would:
-                text += (
-                    " Found "
+                extra.append(
+                    "Found "
                     + ", ".join(f"{k} ×{v}" for k, v in would.items())
                     + ", which would sync on a device."
                 )
-        lines.append((_NOT_CHECKED, text, "\n".join(str(r.detail) for r in rows)))
+        text = f"{sentence} {len(rows)} rules: {', '.join(names)}."
+        # The reason once (the rows repeat it, one per rule) and what was found anyway.
+        detail = " ".join([f"Not checked because {reason}", *extra])
+        lines.append(Line(_NOT_CHECKED, " ".join([text, *extra]), detail, tuple(str(r.rule) for r in rows)))
     return lines
+
+
+def finding_lines(findings: pd.DataFrame | None, limit: int | None = None) -> tuple[list[Line], list[Line]]:
+    """(shown, hidden) lines: checked findings up to ``limit``, then the not-checked groups.
+
+    Parameters
+    ----------
+    findings
+        ``Profile.findings``.
+    limit
+        Checked findings shown before the rest are hidden; None or -1 for all.
+    """
+    if findings is None or findings.empty:
+        return [], []
+    checked = findings[findings["severity"] != _NOT_CHECKED]
+    unchecked = findings[findings["severity"] == _NOT_CHECKED]
+    lines = [
+        Line(str(r.severity), str(r.title), str(r.detail), (str(r.rule),), _stake(r))
+        for r in checked.itertuples(index=False)
+    ]
+    cut = len(lines) if limit is None or limit < 0 else limit
+    return lines[:cut] + _unchecked_lines(unchecked), lines[cut:]
+
+
+def _lines(findings: pd.DataFrame, limit: int | None) -> list[tuple[str, str, str]]:
+    """(severity, text, detail) per line, a "(N more ...)" line for the hidden (report, text)."""
+    shown, hidden = finding_lines(findings, limit)
+    checked = [ln for ln in shown if ln.severity != _NOT_CHECKED]
+    out = [(ln.severity, ln.text, " ".join(p for p in (ln.detail, ln.stake) if p)) for ln in checked]
+    if hidden:
+        out.append((_MORE, f"({len(hidden)} more in Profile.findings)", ""))
+    out += [(ln.severity, ln.text, ln.detail) for ln in shown if ln.severity == _NOT_CHECKED]
+    return out
 
 
 def findings_text(findings: pd.DataFrame, limit: int | None = 8) -> str:
@@ -83,22 +163,44 @@ def findings_text(findings: pd.DataFrame, limit: int | None = 8) -> str:
     return "\n".join(out)
 
 
+def _item_html(line: Line) -> str:
+    cls = "jp-TorchProf-sev-" + line.severity.replace(" ", "-")
+    rules = html.escape(" ".join(line.rules), quote=True)
+    body = f'<div class="jp-TorchProf-finding-detail">{html.escape(line.detail)}</div>'
+    if line.stake:
+        body += f'<div class="jp-TorchProf-finding-stake">{html.escape(line.stake)}</div>'
+    return (
+        f'<li class="jp-TorchProf-finding {cls}" data-rules="{rules}"><details>'
+        f'<summary title="{html.escape(line.text, quote=True)}">'
+        f'<span class="jp-TorchProf-sev">{html.escape(line.severity)}</span> '
+        f'<span class="jp-TorchProf-finding-title">{html.escape(line.text)}</span></summary>'
+        f"{body}</details></li>"
+    )
+
+
 def findings_html(findings: pd.DataFrame, limit: int | None = 8) -> str:
-    """The findings as a static HTML list ("" when none); details in tooltips."""
-    lines = _lines(findings, limit)
-    if not lines:
+    """The findings as static HTML ("" when none).
+
+    Each finding opens on a click to its detail (the remedy) and the time at
+    stake; the findings past ``limit`` are in a "N more findings" expander.
+    """
+    shown, hidden = finding_lines(findings, limit)
+    if not shown and not hidden:
         return ""
-    items = []
-    for sev, text, tip in lines:
-        if sev == _MORE:
-            items.append(f"<li>{html.escape(text)}</li>")
-            continue
-        cls = "jp-TorchProf-sev-" + sev.replace(" ", "-")
-        items.append(
-            f'<li class="jp-TorchProf-finding {cls}" title="{html.escape(tip, quote=True)}">'
-            f'<span class="jp-TorchProf-sev">{html.escape(sev)}</span> {html.escape(text)}</li>'
+    checked = [ln for ln in shown if ln.severity != _NOT_CHECKED]
+    unchecked = [ln for ln in shown if ln.severity == _NOT_CHECKED]
+    parts = [_STYLE, '<div class="jp-TorchProf-findings">']
+    parts.append("<ul>" + "".join(_item_html(ln) for ln in checked) + "</ul>")
+    if hidden:
+        word = "finding" if len(hidden) == 1 else "findings"
+        parts.append(
+            f'<details class="jp-TorchProf-more"><summary>{len(hidden)} more {word} (click to show)</summary>'
+            "<ul>" + "".join(_item_html(ln) for ln in hidden) + "</ul></details>"
         )
-    return f'{_STYLE}<div class="jp-TorchProf-findings"><ul>{"".join(items)}</ul></div>'
+    if unchecked:
+        parts.append("<ul>" + "".join(_item_html(ln) for ln in unchecked) + "</ul>")
+    parts.append("</div>")
+    return "".join(parts)
 
 
 def insert_findings(page: str, block: str) -> str:

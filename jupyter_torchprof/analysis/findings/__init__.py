@@ -11,12 +11,23 @@ by the time per step at stake. ``event_rows`` are positions in
 ``Profile.events`` and ``ops`` / ``kernels`` are names of rows in the op and
 kernel tables, so a view can link each finding to its evidence.
 
+Severity follows the time at stake: a rule proposes one, and `find` caps
+it by the share of the step its ``impact_us`` is (`scale_severity`, with the
+scale's two thresholds in `Thresholds`): ``high`` needs a fifth of the step,
+``medium`` 3%, anything smaller is ``info``. The evidence keeps the share
+(``impact_step_pct``) and, when the cap lowered it, the rule's own
+``rule_severity``.
+
 A rule that needs device data never reports "fine" on a trace without it:
-it yields a ``not checked`` row that says why.
+it yields a ``not checked`` row that says why. The CPU rules (step-time
+variance, tiny ops, time outside ops, thread count, DataLoader, host copies)
+run on every trace, so a CPU-only run gets advice too.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +37,14 @@ import pandas as pd
 from .bursts import find_device_bursts
 from .compile import find_compile
 from .copies import find_copies
+from .cpu import (
+    find_dataloader,
+    find_host_copies,
+    find_outside_ops,
+    find_step_variance,
+    find_threads,
+    find_tiny_ops,
+)
 from .distributed import find_exposed_communication, find_stragglers, find_unchecked_ranks
 from .gaps import find_idle_gaps
 from .model import (
@@ -63,6 +82,7 @@ __all__ = [
     "findings_frame",
     "inputs_from_profile",
     "merge_rank_findings",
+    "scale_severity",
 ]
 
 Rule = Callable[[Inputs, Thresholds], list[Finding]]
@@ -81,7 +101,49 @@ RULES: list[tuple[str, str, bool, Rule]] = [
     ("communication", "Communication overlap", True, find_exposed_communication),
     ("stragglers", "Stragglers", False, find_unchecked_ranks),
     ("device_bursts", "Short device bursts (graph breaks)", True, find_device_bursts),
+    ("step_variance", "Step-time variance", False, find_step_variance),
+    ("tiny_ops", "Many tiny ops (Python overhead)", False, find_tiny_ops),
+    ("outside_ops", "Time outside ops", False, find_outside_ops),
+    ("threads", "CPU thread count", False, find_threads),
+    ("dataloader", "DataLoader time", False, find_dataloader),
+    ("host_copies", "Host copies", False, find_host_copies),
 ]
+
+#: Rules whose ``impact_us`` is not a measured time (graph breaks and
+#: recompiles cost what the trace cannot attribute): they keep their own
+#: severity; every other rule's is capped by `scale_severity`.
+UNSCALED_RULES = frozenset({"compile"})
+
+
+def scale_severity(severity: str, impact_us: float, step_us: float, th: Thresholds = THRESHOLDS) -> str:
+    """The severity a finding may have, given the time per step it puts at stake.
+
+    A finding is ``high`` only from ``severity_high_step_pct`` of the step,
+    ``medium`` only from ``severity_medium_step_pct``; below that it is
+    ``info``. The rule's own severity is kept when it is lower (a rule may be
+    stricter than the scale). ``not checked`` rows and a step of unknown
+    length are left as they are.
+    """
+    if severity not in (HIGH, MEDIUM) or not step_us or step_us <= 0:
+        return severity
+    pct = 100 * max(float(impact_us), 0.0) / step_us
+    allowed = (
+        HIGH if pct >= th.severity_high_step_pct else MEDIUM if pct >= th.severity_medium_step_pct else INFO
+    )
+    return max(severity, allowed, key=SEVERITIES.index)
+
+
+def _apply_scale(found: list[Finding], inputs: Inputs, th: Thresholds) -> None:
+    step = inputs.wall_per_step
+    for f in found:
+        if f.severity == NOT_CHECKED or f.rule in UNSCALED_RULES:
+            continue
+        if step > 0:
+            f.evidence.setdefault("impact_step_pct", 100 * max(float(f.impact_us), 0.0) / step)
+        scaled = scale_severity(f.severity, f.impact_us, step, th)
+        if scaled != f.severity:
+            f.evidence["rule_severity"] = f.severity
+            f.severity = scaled
 
 
 def no_device_reason(inp: Inputs) -> str:
@@ -161,6 +223,7 @@ def find(
                     evidence={"error": f"{type(exc).__name__}: {exc}"},
                 )
             )
+    _apply_scale(found, inputs, thresholds)
     return findings_frame(found)
 
 
@@ -183,7 +246,34 @@ def inputs_from_profile(profile: Any) -> Inputs:
         device_kind=getattr(capture, "device_kind", None) if capture is not None else None,
         compile_stats=stats,
         launch_step=launch_step,
+        **_threads_of(capture),
     )
+
+
+def _threads_of(capture: Any) -> dict[str, int | None]:
+    """The thread count of torch and the usable cores, for a run profiled in this process.
+
+    A capture that recorded them (``num_threads``, ``cpu_cores``) is read;
+    otherwise a live run's process is asked after the run (the setting
+    persists, and the cell ran here). torch is never imported for it: a
+    loaded trace gets None, and the thread rule says "not checked".
+    """
+    if capture is None:
+        return {"num_threads": None, "cpu_cores": None}
+    threads = getattr(capture, "num_threads", None)
+    cores = getattr(capture, "cpu_cores", None)
+    torch = sys.modules.get("torch")
+    if threads is None and torch is not None:
+        try:
+            threads = int(torch.get_num_threads())
+        except Exception:  # noqa: BLE001 - a half-imported torch: leave it unchecked
+            threads = None
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # not on Linux
+            cores = os.cpu_count()
+    return {"num_threads": threads, "cpu_cores": cores}
 
 
 def _counted_steps_and_launches(profile: Any) -> tuple[pd.DataFrame, np.ndarray | None]:

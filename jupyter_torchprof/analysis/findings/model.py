@@ -123,6 +123,10 @@ class Inputs:
         One value per event: for device work, the position in ``steps`` of
         the step that launched it (-1: launched in none of them); -1 for
         other events. None: device work is placed by its start time instead.
+    num_threads, cpu_cores
+        torch's intra-op thread count (``torch.get_num_threads()``) and the
+        cores this process may use, for a run profiled in this session; None
+        for a loaded trace (the file does not record them).
     """
 
     events: pd.DataFrame
@@ -135,6 +139,8 @@ class Inputs:
     device_kind: str | None = None
     compile_stats: Any = None
     launch_step: np.ndarray | None = None
+    num_threads: int | None = None
+    cpu_cores: int | None = None
 
     # ------------------------------------------------------------------ #
     # columns as arrays (shared by the rules)

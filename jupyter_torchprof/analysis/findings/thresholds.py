@@ -18,6 +18,16 @@ class Thresholds:
     `analysis.findings.find` to change a rule's sensitivity.
     """
 
+    # -- severity scale (every rule) ---------------------------------------------
+    #: A finding is ``high`` only when the time at stake (``impact_us``) is at
+    #: least this share of the step: a fifth of the step is the main lever.
+    severity_high_step_pct: float = 20.0
+    #: ... and ``medium`` only from this share on; below, fixing it cannot
+    #: make the step visibly faster (15 µs of a 50 ms step is 0.03%), so it is
+    #: ``info`` whatever the rule would say. A rule may be stricter than the
+    #: scale, never looser (see `analysis.findings.scale_severity`).
+    severity_medium_step_pct: float = 3.0
+
     # -- 1. overhead-bound step ------------------------------------------------
     #: The device working less than half of the step means it waits more than it
     #: works; below this busy share the step is not device-bound.
@@ -114,6 +124,46 @@ class Thresholds:
     burst_min_per_step: int = 8
     #: ... when the bursts are short: long ones are real programs, not pieces.
     burst_short_us: float = 200.0
+
+    # -- 11. step-time variance (host and device) --------------------------------
+    #: Steps needed to speak of variance (with fewer: "not checked").
+    step_variance_min_steps: int = 2
+    #: The slowest counted step this many times the fastest is not timer noise
+    #: (timings on a shared machine wander by about 20%) ...
+    step_variance_ratio: float = 1.5
+    #: ... by at least this much (µs): sub-millisecond steps jitter by more
+    #: than their own length on a busy machine.
+    step_variance_min_excess_us: float = 1000.0
+
+    # -- 12. many tiny ops, time outside ops (Python overhead) -----------------
+    #: An op this short is mostly dispatcher and Python-binding cost (a CPU op
+    #: call costs a few µs before any work), not computation.
+    tiny_op_us: float = 10.0
+    #: ... and this many of them per step is a Python loop over tensor
+    #: elements or rows, not a model's normal handful of small ops.
+    tiny_ops_min_per_step: float = 500.0
+    #: Host ops covering less than this share of the step on the CPU: most of
+    #: the step is Python, sleeps, I/O or waiting, which no op records.
+    outside_ops_min_pct: float = 50.0
+    #: ... and the uncovered time must be more than timer and step jitter.
+    outside_ops_min_us: float = 1000.0
+
+    # -- 13. CPU threads ------------------------------------------------------
+    #: Ops (the time intra-op threads can split) covering at least this share
+    #: of the step make a thread count below the usable cores worth a line.
+    threads_min_op_pct: float = 30.0
+
+    # -- 14. DataLoader -------------------------------------------------------
+    #: Time in ``enumerate(DataLoader)#...__next__`` ranges from this share of
+    #: the step on is a data-loading stall worth a line.
+    dataloader_min_step_pct: float = 5.0
+
+    # -- 15. host copies ------------------------------------------------------
+    #: ``aten::copy_`` / ``to`` / ``contiguous`` / ``clone`` time on the host
+    #: (copies that launch no device work) from this share of the step on.
+    host_copy_min_step_pct: float = 5.0
+    #: Copy families listed in the evidence, largest first.
+    host_copy_reported: int = 5
 
     # -- linking ----------------------------------------------------------------
     #: Event rows kept per finding: enough to click through, small enough to keep
