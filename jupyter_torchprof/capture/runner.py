@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,7 +243,11 @@ def _profile_steps(
         with _state_change():
             prof.start()
             started = True
-        with module_annotations(options.modules, module_names):
+        # With --memory, torch warns on fd 2 at the first free of a block it
+        # never saw allocated; that is a fact about the numbers, kept as a note.
+        sift = filtered_native_stderr(result.notes) if options.memory else nullcontext()
+        result.notes.extend(overhead_notes(options))
+        with sift, module_annotations(options.modules, module_names):
             for k in range(options.steps + 1):
                 progress.update("profiling", max(k - 1, 0), options.steps)
                 run_once()
@@ -267,6 +271,20 @@ def _profile_steps(
         if backend is not None:
             result.notes.extend(backend.check_output(trace_path.parent))
     del prof
+
+
+def overhead_notes(options: CaptureOptions) -> list[str]:
+    """What the recording switches cost: wall times are not comparable across them."""
+    out = []
+    for on, what in (
+        (options.memory, "--memory records every allocation"),
+        (options.stack, "--stack records every Python call"),
+    ):
+        if on:
+            out.append(
+                f"{what}, which slows the steps: compare wall times only with runs recorded the same way"
+            )
+    return out
 
 
 def _rank() -> int | None:

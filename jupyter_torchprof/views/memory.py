@@ -25,6 +25,17 @@ if TYPE_CHECKING:  # pragma: no cover
 CPU_DEVICE_TYPE = 0
 
 
+def legend_label(device: str, peak: float) -> str:
+    """A memory curve's legend entry.
+
+    The CPU curve counts only what was allocated while profiling (torch
+    cannot size blocks allocated before it started), so it says so; device
+    allocators report their own running total.
+    """
+    relative = " since profiling started" if device == "CPU" else ""
+    return f"{device}{relative} (peak {fmt_bytes(peak)})"
+
+
 def has_memory(profile: Profile) -> bool:
     """True when the profile recorded allocations."""
     return len(profile.memory_events) > 0
@@ -107,14 +118,17 @@ def build_memory(profile: Profile, max_points: int = 20_000) -> Any:
     fig.toolbar.logo = None
     fig.xaxis.formatter = time_tick_formatter()
     fig.yaxis.formatter = CustomJSTickFormatter(code=FMT_BYTES_JS + "return fmt_bytes(tick);")
-    fig.yaxis.axis_label = "allocated"
+    series_by_device = device_series(profile)
+    fig.yaxis.axis_label = "allocated" + (
+        " (CPU: since profiling started)" if "CPU" in series_by_device else ""
+    )
     items = []
     renderers = []
-    for i, (label, series) in enumerate(device_series(profile).items()):
+    for i, (label, series) in enumerate(series_by_device.items()):
         x, y = envelope(series["ts"].to_numpy(), series["allocated"].to_numpy(), max_points)
         src = ColumnDataSource({"x": x, "y": y})
         r = fig.step(x="x", y="y", source=src, mode="after", line_width=2, line_color=device_colour(i))
-        items.append(LegendItem(label=f"{label} (peak {fmt_bytes(float(np.max(y)))})", renderers=[r]))
+        items.append(LegendItem(label=legend_label(label, float(np.max(y))), renderers=[r]))
         renderers.append(r)
     if items:
         legend = Legend(items=items, location="top_left", background_fill_alpha=0.6, border_line_color=None)
