@@ -246,13 +246,21 @@ class TorchProf(Magics):
         import sys
 
         from .profile import Profile
-        from .store import RunStore
+        from .store import RunStore, source_key
 
         store = RunStore(args.run_dir or self.run_dir or None)
         profiles = [result] if isinstance(result, Profile) else list(result)
         sources = [Path(p.meta.path) for p in profiles if p.meta.path]
         root = store.root.resolve()
         if not sources or any(root in s.resolve().parents for s in sources):
+            return
+        key = source_key(sources)
+        kept_before = store.find_loaded(key)
+        if kept_before is not None:
+            # The same files loaded again: point at the copy already kept
+            # instead of storing a second one.
+            for p in profiles:
+                p.run_dir = kept_before
             return
         run_dir = None
         try:
@@ -267,6 +275,7 @@ class TorchProf(Magics):
                 source=str(Path(args.load).expanduser().resolve()),
                 traces=kept,
                 trace=kept[0],
+                source_key=key,
             )
             info["ranks"] = len(profiles)
             store.write_info(run_dir, info)

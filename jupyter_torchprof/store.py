@@ -436,6 +436,15 @@ class RunStore:
         runs = [self.read_info(run_id) for run_id in self.ids()]
         return sorted(runs, key=lambda r: (r.get("created") or 0, r["id"]), reverse=True)
 
+    def find_loaded(self, key: str) -> Path | None:
+        """The folder of a kept loaded trace whose sources had this `source_key`, if any."""
+        for info in self.list():
+            if info.get("kind") == "load" and info.get("source_key") == key and not info.get("damaged"):
+                run_id = str(info.get("id") or "")
+                if is_run_id(run_id):
+                    return self.run_dir(run_id)
+        return None
+
     def run_dir(self, run_id: str) -> Path:
         """Folder of a run (no check that it exists)."""
         return self.root / run_id
@@ -557,3 +566,19 @@ class RunStore:
             total -= sizes[r["id"]]
             removed.append(r["id"])
         return removed
+
+
+def source_key(sources: list[Path]) -> str:
+    """What identifies a loaded trace's files: each one's resolved path, size and change time.
+
+    Loading the same unchanged files again finds the run that already keeps
+    them (`RunStore.find_loaded`); a file rewritten since is a new run.
+    """
+    parts = []
+    for src in sources:
+        try:
+            st = src.stat()
+            parts.append(f"{src.resolve()}|{st.st_size}|{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{src}|?")
+    return "\n".join(sorted(parts))
