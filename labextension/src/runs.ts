@@ -125,6 +125,35 @@ export function runName(run: RunInfo): string {
 }
 
 /**
+ * The badges a run's row starts with: its side of a `--compare` pair
+ * (`eager`, `compiled`) and whether it is partial. They come before the name,
+ * which the list may cut short, so the two runs of a pair never look alike.
+ */
+export function runBadges(run: RunInfo): string[] {
+  const out: string[] = [];
+  const suffix = /\s\[(eager|compiled)\]$/.exec(run.name ?? '');
+  const role = run.role || (suffix ? suffix[1] : '');
+  if (role) {
+    out.push(role);
+  }
+  if (run.partial && !run.damaged) {
+    out.push('partial');
+  }
+  return out;
+}
+
+/** The name without the ` [eager]` / ` [compiled]` suffix its badge shows. */
+export function shortRunName(run: RunInfo): string {
+  return runName(run).replace(/\s\[(eager|compiled)\]$/, '');
+}
+
+/** The notebook a run came from, as its file name (empty when unknown). */
+export function notebookName(run: RunInfo): string {
+  const path = run.notebook ?? '';
+  return path.split('/').pop() ?? '';
+}
+
+/**
  * The op that took the most time, if known. The `ProfilerStep#k` ranges are
  * skipped: their self time is the time between ops, not an op.
  */

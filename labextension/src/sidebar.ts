@@ -20,9 +20,12 @@ import {
   compareOrder,
   filterRuns,
   newestFirst,
+  notebookName,
   RunInfo,
+  runBadges,
   runMeta,
   runName,
+  shortRunName,
   topOp
 } from './runs';
 
@@ -292,8 +295,20 @@ export class RunsSidebar extends Widget {
     li.appendChild(select);
 
     const main = el('div', 'jp-TorchProf-runMain');
-    const name = el('div', 'jp-TorchProf-runName', runName(run));
+    const name = el('div', 'jp-TorchProf-runName');
+    for (const badge of runBadges(run)) {
+      const b = el('span', `jp-TorchProf-badge jp-TorchProf-badge-${badge}`, badge);
+      if (badge === 'partial') {
+        b.title = run.error ?? 'the run was interrupted: only the steps that completed';
+      }
+      name.appendChild(b);
+    }
+    name.appendChild(el('span', 'jp-TorchProf-runNameText', shortRunName(run)));
     main.appendChild(name);
+    const notebook = notebookName(run);
+    if (notebook) {
+      main.appendChild(el('div', 'jp-TorchProf-runNotebook', notebook));
+    }
     if (run.damaged) {
       main.appendChild(el('div', 'jp-TorchProf-runMeta', run.problem ?? 'damaged'));
       main.title = `${run.id}: ${run.problem ?? 'damaged'}`;

@@ -3,10 +3,13 @@ import {
   filterRuns,
   formatCell,
   newestFirst,
+  notebookName,
   OP_COLUMNS,
   RunInfo,
+  runBadges,
   runMeta,
   runName,
+  shortRunName,
   sortRows,
   Table,
   topOp,
@@ -133,4 +136,26 @@ test('formatCell', () => {
   expect(formatCell('text', null)).toBe('');
   expect(formatCell('time', null)).toBe('–');
   expect(formatCell('ratio', 2)).toBe('2.00×');
+});
+
+describe('badges before the name', () => {
+  it('tells the two runs of a compare pair apart before the name is cut', () => {
+    const eager = run('a', { name: 'y = model(x) [eager]', role: 'eager' });
+    const compiled = run('b', { name: 'y = model(x) [compiled]' });
+    expect(runBadges(eager)).toEqual(['eager']);
+    expect(runBadges(compiled)).toEqual(['compiled']);
+    expect(shortRunName(eager)).toBe('y = model(x)');
+    expect(shortRunName(compiled)).toBe('y = model(x)');
+  });
+
+  it('marks partial runs, not damaged ones', () => {
+    expect(runBadges(run('c', { name: 'x', partial: true }))).toEqual(['partial']);
+    expect(runBadges(run('d', { name: 'x', partial: true, damaged: true }))).toEqual([]);
+    expect(runBadges(run('e', { name: 'x' }))).toEqual([]);
+  });
+
+  it('names the notebook by its file name', () => {
+    expect(notebookName(run('f', { notebook: 'work/train.ipynb' }))).toBe('train.ipynb');
+    expect(notebookName(run('g'))).toBe('');
+  });
 });
