@@ -84,7 +84,13 @@ def run(shell, cell: str, setup: str = ""):
     shell.run_cell("import time, torch\n" + setup)
     res = shell.run_cell(cell)
     assert res.error_in_exec is None, res.error_in_exec
-    return shell.user_ns["_torchprof"]
+    p = shell.user_ns["_torchprof"]
+    # Whatever fired: no finding claims more than a step (the mean, and the step it names).
+    walls = {int(n.split("#")[1]): hi - lo for n, lo, hi in steps(events(p))}
+    for r in p.findings.itertuples():
+        assert 0 <= r.impact_us <= p.summary["wall_per_step_us"] * (1 + 1e-9) + 1e-6, r.title
+        assert r.impact_us <= max(walls.values()) + 1e-6, r.title
+    return p
 
 
 # --------------------------------------------------------------------------- #

@@ -300,7 +300,8 @@ def test_every_finding_opens_to_its_remedy_and_the_rest_are_one_click_away():
         assert li.details.summary is not None
         assert li.select_one(".jp-TorchProf-finding-detail").get_text() == r.detail
         stake = li.select_one(".jp-TorchProf-finding-stake").get_text()
-        assert stake.startswith(f"At stake: {fmt_time(r.impact_us)} per step")
+        assert stake.startswith(f"At stake: {fmt_time(r.impact_us)} per step, ")
+        assert f"{r.evidence['impact_step_pct']:.1f}% of the step" in stake
         assert li["data-rules"] == r.rule
 
 
@@ -346,7 +347,9 @@ def test_a_medium_rule_worth_a_microsecond_is_info():
     pageable = [e for e in raw("gp100_sgd_step_user_annotation.pt.trace.json.gz") if "Pageable" in e["name"]]
     assert row["impact_us"] == pytest.approx(sum(e["dur"] for e in pageable))
     assert row["severity"] == "info" and row["evidence"]["rule_severity"] == "medium"
-    assert "the rule said medium" in findings_html(f)
+    # this trace has no steps: the share is of the trace, and no "per step" is claimed
+    assert "the rule said medium, the share of the trace makes it info" in findings_html(f)
+    assert "µs per step" not in findings_html(f)
 
 
 def test_html_escapes_trace_strings():

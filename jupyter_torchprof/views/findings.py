@@ -8,6 +8,10 @@ one more expander ("N more findings") that opens all of them. The same HTML
 works in the inline widget, in a notebook's static output and in nbconvert:
 ``<details>`` needs no script.
 
+In the widget the HTML sits in a flex item that would grow to its widest
+line (min-width: auto), so the style lets it shrink to the view's width:
+that is what makes the ellipsis appear instead of a cut.
+
 ``not checked`` rows that share a reason (a trace without device data)
 become one line: the reason once, then the rules' names, each once. A line
 too long for the view ends in an ellipsis; its full text is in the expander.
@@ -29,6 +33,7 @@ _MORE = ""  # severity slot of the "(N more ...)" line
 
 _STYLE = """
 <style>
+.jp-TorchProf-findingsbox > .widget-html-content { min-width: 0; width: 100%; }
 .jp-TorchProf-findings { margin: 4px 0 6px 0; width: 100%; min-width: 0; max-width: 100%; overflow: hidden; }
 .jp-TorchProf-findings ul { list-style: none; margin: 0; padding: 0; }
 .jp-TorchProf-findings li { margin: 1px 0; min-width: 0; }
@@ -60,16 +65,18 @@ class Line:
 
 
 def _stake(r: Any) -> str:
-    """The time at stake as a phrase ("42 ms per step, 34% of the step"), or ""."""
+    """The time at stake as a phrase ("42 ms per step, 34.0% of the step"), or ""."""
     impact = float(getattr(r, "impact_us", 0.0) or 0.0)
     if impact <= 0:
         return ""
     ev = r.evidence if isinstance(r.evidence, dict) else {}
     pct = ev.get("impact_step_pct")
-    share = f", {pct:.1f}% of the step" if isinstance(pct, (int, float)) else ""
+    unit = ev.get("impact_unit") or "step"
+    share = f", {pct:.1f}% of the {unit}" if isinstance(pct, (int, float)) else ""
     lowered = ev.get("rule_severity")
-    note = f"; the rule said {lowered}, the share of the step makes it {r.severity}" if lowered else ""
-    return f"At stake: {fmt_time(impact)} per step{share}{note}."
+    note = f"; the rule said {lowered}, the share of the {unit} makes it {r.severity}" if lowered else ""
+    per = " per step" if unit == "step" else ""
+    return f"At stake: {fmt_time(impact)}{per}{share}{note}."
 
 
 def _label(r: Any) -> str:

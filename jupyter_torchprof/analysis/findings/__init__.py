@@ -140,6 +140,7 @@ def _apply_scale(found: list[Finding], inputs: Inputs, th: Thresholds) -> None:
             continue
         if step > 0:
             f.evidence.setdefault("impact_step_pct", 100 * max(float(f.impact_us), 0.0) / step)
+            f.evidence.setdefault("impact_unit", inputs.unit)  # "step", or "trace" without steps
         scaled = scale_severity(f.severity, f.impact_us, step, th)
         if scaled != f.severity:
             f.evidence["rule_severity"] = f.severity
