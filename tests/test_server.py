@@ -220,6 +220,18 @@ async def test_kernel_table_of_a_loaded_gpu_trace(jp_fetch, store, run_root):
         assert kernels[name]["total_us"] == pytest.approx(total, rel=1e-9), name
 
 
+async def test_run_tables_carry_the_findings(jp_fetch, store, run_root):
+    src = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
+    _shell_runs(run_root, [f"%torchprof --load {src} -q --name gp100-findings"])
+    run_id = ids_by_name(store)["gp100-findings"]
+    data = await get_json(jp_fetch, "runs", run_id, "tables")
+    rows = table_rows(data["findings"])
+    expected = load(str(src)).findings
+    assert [r["title"] for r in rows] == expected["title"].tolist()
+    assert [r["severity"] for r in rows] == expected["severity"].tolist()
+    assert rows and all(r["detail"] for r in rows)
+
+
 async def test_download_trace_loads_back(jp_fetch, store, tmp_path):
     run_id = ids_by_name(store)["small"]
     resp = await jp_fetch("jupyter-torchprof", "runs", run_id, "trace")

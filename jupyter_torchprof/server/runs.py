@@ -177,6 +177,15 @@ def _sorted_ops(ops: Any, device: bool) -> Any:
     return ops.sort_values(col, ascending=False, kind="stable") if col in ops.columns else ops
 
 
+#: What the run panel shows of each finding (the inline view's findings box).
+FINDING_COLUMNS = ("severity", "title", "detail", "rule", "impact_us")
+
+
+def _finding_rows(findings: Any) -> Any:
+    """The findings as the run panel lists them: most severe first, as `Profile.findings` orders them."""
+    return findings[[c for c in FINDING_COLUMNS if c in findings.columns]]
+
+
 def _sorted_kernels(kernels: Any) -> Any:
     if "total_us" in kernels.columns:
         return kernels.sort_values("total_us", ascending=False, kind="stable")
@@ -354,6 +363,7 @@ class RunTablesHandler(RunsBase):
                     "ops": frame_json(_sorted_ops(p.ops, device), limit),
                     "kernels": frame_json(_sorted_kernels(p.kernels), limit),
                     "steps": frame_json(p.steps),
+                    "findings": frame_json(_finding_rows(p.findings)),
                 }
 
             return self.cache.payload(key, tables)

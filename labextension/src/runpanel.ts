@@ -16,6 +16,7 @@ import { torchprofIcon } from './icons';
 import {
   ColumnSpec,
   Comparison,
+  findingsOf,
   HEADLINE_COLUMNS,
   KERNEL_COLUMNS,
   KERNEL_DIFF_COLUMNS,
@@ -185,6 +186,21 @@ export class RunView extends Widget {
     }
     for (const note of summary.notes ?? []) {
       this.node.appendChild(el('p', 'jp-TorchProf-runNote', `note: ${note}`));
+    }
+    const findings = findingsOf(data.findings);
+    if (findings.length > 0) {
+      const box = section('Findings', 'jp-TorchProf-runFindings');
+      for (const f of findings) {
+        const item = el('details', `jp-TorchProf-runFinding jp-TorchProf-sev-${f.severity.replace(/\s+/g, '-')}`);
+        const head = el('summary', '');
+        head.appendChild(el('span', 'jp-TorchProf-runFindingSeverity', f.severity));
+        head.appendChild(el('span', 'jp-TorchProf-runFindingTitle', ` ${f.title}`));
+        item.appendChild(head);
+        const at = f.impactUs !== null && f.impactUs > 0 ? ` (${fmtTime(f.impactUs)} per step at stake)` : '';
+        item.appendChild(el('p', 'jp-TorchProf-runFindingDetail', `${f.detail}${at}`));
+        box.appendChild(item);
+      }
+      this.node.appendChild(box);
     }
     if (info.cell) {
       const details = el('details', 'jp-TorchProf-runCell');

@@ -103,6 +103,31 @@ export interface RunTables {
   ops: Table;
   kernels: Table;
   steps: Table;
+  /** `Profile.findings`: severity, title, detail (the remedy), rule, impact_us. */
+  findings?: Table;
+}
+
+/** One finding of a run's table, by column name. */
+export interface Finding {
+  severity: string;
+  title: string;
+  detail: string;
+  impactUs: number | null;
+}
+
+/** The rows of a findings table as objects (missing columns read as empty). */
+export function findingsOf(table: Table | undefined): Finding[] {
+  if (!table) {
+    return [];
+  }
+  const at = (name: string) => table.columns.indexOf(name);
+  const [s, t, d, i] = [at('severity'), at('title'), at('detail'), at('impact_us')];
+  return table.rows.map(row => ({
+    severity: s >= 0 ? String(row[s] ?? '') : '',
+    title: t >= 0 ? String(row[t] ?? '') : '',
+    detail: d >= 0 ? String(row[d] ?? '') : '',
+    impactUs: i >= 0 && typeof row[i] === 'number' ? (row[i] as number) : null
+  }));
 }
 
 /** Reply of `GET compare`. */

@@ -1,6 +1,7 @@
 import {
   compareOrder,
   filterRuns,
+  findingsOf,
   formatCell,
   newestFirst,
   notebookName,
@@ -157,5 +158,23 @@ describe('badges before the name', () => {
   it('names the notebook by its file name', () => {
     expect(notebookName(run('f', { notebook: 'work/train.ipynb' }))).toBe('train.ipynb');
     expect(notebookName(run('g'))).toBe('');
+  });
+});
+
+describe('findings of a run', () => {
+  it('reads the rows by column name', () => {
+    const table: Table = {
+      columns: ['severity', 'title', 'detail', 'rule', 'impact_us'],
+      rows: [
+        ['high', 'Overhead-bound', 'Batch more work per launch', 'overhead', 1200],
+        ['not checked', 'copies', 'no device', 'copies', null]
+      ],
+      total_rows: 2
+    };
+    expect(findingsOf(table)).toEqual([
+      { severity: 'high', title: 'Overhead-bound', detail: 'Batch more work per launch', impactUs: 1200 },
+      { severity: 'not checked', title: 'copies', detail: 'no device', impactUs: null }
+    ]);
+    expect(findingsOf(undefined)).toEqual([]);
   });
 });
