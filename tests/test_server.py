@@ -232,6 +232,19 @@ async def test_run_tables_carry_the_findings(jp_fetch, store, run_root):
     assert rows and all(r["detail"] for r in rows)
 
 
+async def test_run_lists_its_device_files(jp_fetch, store, run_root):
+    """A loaded TorchTPU-style trace (constructed fixture) keeps its XPlane; the run says so."""
+    tpu = Path(__file__).parent / "data" / "tpu_constructed"
+    (host,) = tpu.glob("*.pt.trace.json")
+    _shell_runs(run_root, [f"%torchprof --load {host} -q --name tpu-kept"])
+    run_id = ids_by_name(store)["tpu-kept"]
+    info = await get_json(jp_fetch, "runs", run_id)
+    assert [Path(f).name for f in info["device_files"]] == ["tpu-host.xplane.pb"]
+    assert all((store.run_dir(run_id) / f).is_file() for f in info["device_files"])
+    small = await get_json(jp_fetch, "runs", ids_by_name(store)["small"])
+    assert small["device_files"] == []
+
+
 async def test_download_trace_loads_back(jp_fetch, store, tmp_path):
     run_id = ids_by_name(store)["small"]
     resp = await jp_fetch("jupyter-torchprof", "runs", run_id, "trace")

@@ -315,6 +315,11 @@ class RunHandler(RunsBase):
             traces = self.located_traces(run_id)
             info = self.store.read_info(run_id)
             info["traces"] = [p.name for p in traces]
+            # TorchTPU's XPlane, Neuron Explorer's files: kept, exported and read with the trace.
+            run_dir = self.store.run_dir(run_id)
+            info["device_files"] = [
+                p.relative_to(run_dir).as_posix() for p in self.store.device_files(run_id)
+            ]
             return info
 
         self.write_json(await self.in_store(work))
