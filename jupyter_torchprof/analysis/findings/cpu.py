@@ -308,17 +308,26 @@ def find_outside_ops(inp: Inputs, th: Thresholds) -> list[Finding]:
 
 
 def _ranges_over(inp: Inputs, ops: np.ndarray, outside_total: float) -> dict[str, float]:
-    """Share (%) of the time outside ops that each named range (or Python function) covers."""
+    """Share (%) of the time outside ops that each named range covers (top 5).
+
+    ``record_function`` ranges only: Python frames (--stack) nest up to the
+    kernel's own loop, whose outermost frame would "cover" everything. The
+    20 names with the most time are looked at, so thousands of module
+    ranges stay cheap.
+    """
     if outside_total <= 0:
         return {}
-    kinds = np.isin(inp.kind, (K.USER_ANNOTATION, K.PYTHON_FUNCTION)) & ~inp.is_step_range
-    rows = np.flatnonzero(kinds)
+    rows = np.flatnonzero((inp.kind == K.USER_ANNOTATION) & ~inp.is_step_range)
+    if inp.has_steps and len(rows):
+        rows = rows[(inp.end[rows] > inp.windows[0][0]) & (inp.ts[rows] < inp.windows[-1][1])]
     if not len(rows):
         return {}
     out: dict[str, float] = {}
     ob_s, ob_e = merge(inp.ts[ops], inp.end[ops]) if len(ops) else (np.array([]), np.array([]))
     codes = inp.name_codes[rows]
-    for code in np.unique(codes).tolist():
+    uniq, inv = np.unique(codes, return_inverse=True)
+    total = np.bincount(inv, weights=inp.dur[rows], minlength=len(uniq))
+    for code in uniq[np.argsort(-total, kind="stable")[:20]].tolist():
         mine = rows[codes == code]
         cov = covered_per_step(inp, mine)
         # ... less what ops inside those ranges cover.
@@ -419,8 +428,9 @@ def find_dataloader(inp: Inputs, th: Thresholds) -> list[Finding]:
     ann = np.flatnonzero(inp.kind == K.USER_ANNOTATION)
     if not len(ann):
         return []
-    names = inp.names[ann].astype(str)
-    rows = ann[np.fromiter((bool(DATALOADER_RANGE.match(n)) for n in names), dtype=bool, count=len(ann))]
+    # Match the distinct names once, not every range.
+    loaders = {str(n) for n in set(inp.names[ann].tolist()) if DATALOADER_RANGE.match(str(n))}
+    rows = inp.rows_named(loaders, ann) if loaders else ann[:0]
     if inp.has_steps and len(rows):
         rows = rows[inp.in_steps(rows)]
     if not len(rows):
