@@ -589,7 +589,12 @@ class TorchProf(Magics):
 
         pause_for_tests("parse")
         t0 = time.perf_counter()
-        data = parse_trace(result.trace_path)
+        try:
+            data = parse_trace(result.trace_path)
+        except TorchProfError as exc:
+            # One line (a full disk: "no space left on …"); the run is closed
+            # as damaged by the caller, with this reason.
+            raise UsageError(f"the captured trace cannot be read: {exc}") from None
         parse_s = time.perf_counter() - t0
         error = None
         if result.error is not None:
