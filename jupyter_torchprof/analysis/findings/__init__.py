@@ -251,7 +251,7 @@ def inputs_from_profile(profile: Any) -> Inputs:
     )
 
 
-def _threads_of(capture: Any) -> dict[str, int | None]:
+def _threads_of(capture: Any) -> dict[str, Any]:
     """The thread count of torch and the usable cores, for a run profiled in this process.
 
     A capture that recorded them (``num_threads``, ``cpu_cores``) is read;
@@ -260,13 +260,14 @@ def _threads_of(capture: Any) -> dict[str, int | None]:
     loaded trace gets None, and the thread rule says "not checked".
     """
     if capture is None:
-        return {"num_threads": None, "cpu_cores": None}
+        return {"num_threads": None, "cpu_cores": None, "threads_source": None}
     threads = getattr(capture, "num_threads", None)
     cores = getattr(capture, "cpu_cores", None)
+    source = "capture" if threads is not None else None
     torch = sys.modules.get("torch")
     if threads is None and torch is not None:
         try:
-            threads = int(torch.get_num_threads())
+            threads, source = int(torch.get_num_threads()), "process after the run"
         except Exception:  # noqa: BLE001 - a half-imported torch: leave it unchecked
             threads = None
     if cores is None:
@@ -274,7 +275,7 @@ def _threads_of(capture: Any) -> dict[str, int | None]:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):  # not on Linux
             cores = os.cpu_count()
-    return {"num_threads": threads, "cpu_cores": cores}
+    return {"num_threads": threads, "cpu_cores": cores, "threads_source": source}
 
 
 def _counted_steps_and_launches(profile: Any) -> tuple[pd.DataFrame, np.ndarray | None]:

@@ -367,6 +367,7 @@ def find_threads(inp: Inputs, th: Thresholds) -> list[Finding]:
     top = _time_by_name(inp, top_level_ops(inp, ops), 5)
     evidence: dict[str, Any] = {
         "num_threads": int(threads),
+        "num_threads_read": inp.threads_source,
         "usable_cores": int(cores),
         "ops_pct": ops_pct,
         "host_threads_with_ops": op_lanes,

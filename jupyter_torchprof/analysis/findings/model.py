@@ -127,6 +127,9 @@ class Inputs:
         torch's intra-op thread count (``torch.get_num_threads()``) and the
         cores this process may use, for a run profiled in this session; None
         for a loaded trace (the file does not record them).
+    threads_source
+        Where ``num_threads`` came from: ``"capture"`` (recorded while the
+        cell ran) or ``"process after the run"``.
     """
 
     events: pd.DataFrame
@@ -141,6 +144,7 @@ class Inputs:
     launch_step: np.ndarray | None = None
     num_threads: int | None = None
     cpu_cores: int | None = None
+    threads_source: str | None = None
 
     # ------------------------------------------------------------------ #
     # columns as arrays (shared by the rules)
