@@ -116,6 +116,9 @@ class TraceMeta:
     flows_unread
         Flow events left in the file because correlation ids already link
         every launch (see `parse_bytes`); 0 when flows were read.
+    fallback_reason
+        Why the events were not read by the fast path (the events array
+        located by pattern and decoded in chunks), or None when they were.
     """
 
     path: str | None = None
@@ -135,6 +138,7 @@ class TraceMeta:
     top_level: dict[str, Any] = field(default_factory=dict)
     time_precision_us: float = 0.001
     flows_unread: int = 0
+    fallback_reason: str | None = None
 
 
 @dataclass
@@ -846,6 +850,7 @@ def parse_bytes(
             # pattern said: decode the whole document and split on the true
             # item boundaries instead.
             meta.skipped_reasons.clear()
+            meta.fallback_reason = "chunk boundaries were not between events; events decoded item by item"
             doc, data = _decode_document(data, path, meta, whole=True)
             _read_document(doc, meta)
             events, memory, flows = _parse_events(data, doc.traceEvents, meta, True, defer_flows)
@@ -1022,6 +1027,7 @@ def _decode_document(
         doc = _decode_around_events(data)
         if doc is not None:
             return doc, data
+        meta.fallback_reason = "events array not located by pattern; top level decoded whole"
     try:
         doc = DOCUMENT_DECODER.decode(data)
     except msgspec.ValidationError as exc:
@@ -1103,30 +1109,85 @@ def _decode_around_events(data: bytes) -> TraceDocument | None:
 
     Decoding the top level means skipping over ``traceEvents``, a pass over
     nearly the whole file (half a second for 300 MB). Kineto writes the
-    array as the value of the first ``"traceEvents"`` key and every later
-    value without a ``]``, so the array most likely runs from that key to
-    the file's last ``]``; the document with the array cut out must then
-    decode, with ``traceEvents`` empty. A wrong guess (another writer's
-    layout) is still caught: what lies between the true end of the array
-    and the guessed one holds ``"key": value`` pairs, which no event array
-    can, so some chunk fails to decode and the caller decodes the whole
-    document (see `parse_bytes`). None means: decode the whole document.
+    array as the value of the first ``"traceEvents"`` key, followed only by
+    small values: names, units and the profiler's log lines (``"INFO"``,
+    ``"ERROR"`` arrays of strings, which hold ``]`` themselves). The array's
+    end is looked for from the end of the file (`_array_ends`): a ``]``
+    closing an object or an empty array, after which the document with the
+    array cut out decodes, and before which the last event decodes on its
+    own. A wrong guess (another writer's layout) is still caught: the guess
+    can only lie at or after the true end, what lies between them holds
+    ``"key": value`` pairs, which no event array can, so some chunk fails
+    to decode and the caller decodes the whole document (see `parse_bytes`).
+    None means: decode the whole document.
     """
     m = _EVENTS_KEY.search(data, 0, 1 << 20)
     if m is None:
         return None
-    end = data.rfind(b"]")
-    if end < m.end():
-        return None
     start = m.end() - 1
-    try:
-        doc = DOCUMENT_DECODER.decode(data[:start] + b"[]" + data[end + 1 :])
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    if bytes(doc.traceEvents) != b"[]":
-        return None
-    doc.traceEvents = memoryview(data)[start : end + 1]
-    return doc
+    for end in _array_ends(data, start):
+        try:
+            doc = DOCUMENT_DECODER.decode(data[:start] + b"[]" + data[end + 1 :])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            continue
+        if bytes(doc.traceEvents) != b"[]":
+            continue
+        doc.traceEvents = memoryview(data)[start : end + 1]
+        return doc
+    return None
+
+
+#: Where an events array may end: ``]`` after an object or an opening
+#: bracket, before the next key or the end of the document (group 1: the ``]``).
+_ARRAY_END = re.compile(rb"[}\[]\s*(\])\s*[,}]")
+#: Tails searched for the end of the events array, shortest first; Kineto's
+#: log arrays are a few kilobytes.
+_TAIL_WINDOWS = (1 << 16, 1 << 22)
+#: Candidate ends tried per window before giving up on the pattern.
+_MAX_END_TRIES = 16
+
+
+def _array_ends(data: bytes, start: int) -> Iterator[int]:
+    """Candidate positions of the ``]`` closing the array that opens at ``start``, last first.
+
+    A candidate is offered only when the item before it decodes as the end
+    of an array (``[`` + last item + ``]``), which rules out the ``]`` of a
+    trailing array of strings. The file's last ``]`` comes last, as before.
+    """
+    tried: set[int] = set()
+    for window in _TAIL_WINDOWS:
+        lo = max(start, len(data) - window)
+        found = [m.start(1) for m in _ARRAY_END.finditer(data, lo)]
+        for end in reversed(found[-_MAX_END_TRIES:]):
+            if end not in tried and _ends_an_array(data, start, end):
+                tried.add(end)
+                yield end
+        if lo == start:
+            break
+    last = data.rfind(b"]")
+    if last > start and last not in tried:
+        yield last
+
+
+def _ends_an_array(data: bytes, start: int, end: int) -> bool:
+    """Whether the items before ``data[end]`` (a ``]``) decode as the tail of a JSON array.
+
+    The tail starts at one of the last few event boundaries (a boundary can
+    also lie inside an event, between objects of a list in its args).
+    """
+    lo = max(start + 1, end - (1 << 16))
+    firsts = [m.end() - 1 for m in _BETWEEN_EVENTS.finditer(data, lo, end)][-4:]
+    if lo == start + 1:
+        firsts.insert(0, lo)
+    if not firsts:
+        return True  # one item longer than the window: let the chunks decide
+    for first in reversed(firsts):
+        try:
+            RAW_LIST_DECODER.decode(b"[" + data[first : end + 1])
+        except msgspec.DecodeError:
+            continue
+        return True
+    return False
 
 
 def _describe_decode_error(exc: Exception, path: str | Path | None = None) -> str:
