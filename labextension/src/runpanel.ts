@@ -139,7 +139,9 @@ export class RunView extends Widget {
   private _draw(data: RunTables): void {
     const info = data.info;
     const name = runName(info);
-    this.title.label = name;
+    // Tabs of runs and of comparisons would both start with the cell's first
+    // characters: say which kind of tab it is first.
+    this.title.label = `Run: ${name}`;
     this.title.caption = `${name}\n${info.id}`;
     clear(this.node);
 
@@ -306,7 +308,7 @@ export class DiffView extends Widget {
       return;
     }
     const [la, lb] = data.labels;
-    this.title.label = `${la} → ${lb}`;
+    this.title.label = `Compare: ${la} → ${lb}`;
     this.title.caption = `compare ${data.a.id} → ${data.b.id}`;
     clear(this.node);
     const header = el('header', 'jp-TorchProf-runHeader');
