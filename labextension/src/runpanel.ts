@@ -74,7 +74,8 @@ function tableSection(
   specs: ColumnSpec[],
   table: Table,
   device: boolean,
-  what: string
+  what: string,
+  filterKey?: string
 ): HTMLElement {
   const node = section(title, className);
   if (table.rows.length === 0) {
@@ -86,8 +87,25 @@ function tableSection(
       el('p', 'jp-TorchProf-runMuted', `The top ${table.rows.length} of ${table.total_rows} ${what}.`)
     );
   }
+  const sortable = new SortableTable(visibleColumns(specs, table, device), table);
+  if (filterKey) {
+    // The inline view's filter: a substring, or a regex like ^aten::(mm|addmm)$.
+    const box = el('input', 'jp-TorchProf-runFilter jp-mod-styled');
+    box.type = 'search';
+    box.placeholder = `filter ${what}: substring or regex`;
+    box.setAttribute('aria-label', `Filter ${what}`);
+    const count = el('span', 'jp-TorchProf-runMuted jp-TorchProf-runFilterCount');
+    box.addEventListener('input', () => {
+      const shown = sortable.filter(filterKey, box.value);
+      count.textContent = box.value.trim() ? ` ${shown} of ${table.rows.length} match` : '';
+    });
+    const bar = el('div', 'jp-TorchProf-runFilterBar');
+    bar.appendChild(box);
+    bar.appendChild(count);
+    node.appendChild(bar);
+  }
   const wrap = el('div', 'jp-TorchProf-tableWrap');
-  wrap.appendChild(new SortableTable(visibleColumns(specs, table, device), table).node);
+  wrap.appendChild(sortable.node);
   node.appendChild(wrap);
   return node;
 }
@@ -211,10 +229,10 @@ export class RunView extends Widget {
       this.node.appendChild(details);
     }
 
-    this.node.appendChild(tableSection('Ops', 'jp-TorchProf-ops', OP_COLUMNS, data.ops, device, 'ops'));
+    this.node.appendChild(tableSection('Ops', 'jp-TorchProf-ops', OP_COLUMNS, data.ops, device, 'ops', 'name'));
     if (device || data.kernels.rows.length > 0) {
       this.node.appendChild(
-        tableSection('Kernels', 'jp-TorchProf-kernels', KERNEL_COLUMNS, data.kernels, true, 'kernels')
+        tableSection('Kernels', 'jp-TorchProf-kernels', KERNEL_COLUMNS, data.kernels, true, 'kernels', 'name')
       );
     }
     this.node.appendChild(

@@ -28,6 +28,7 @@ export class SortableTable {
   private readonly _index: Map<string, number>;
   private _rows: Cell[][];
   private _sort: SortState | null = null;
+  private _filter: ((row: Cell[]) => boolean) | null = null;
   private readonly _body: HTMLTableSectionElement;
   private readonly _headers = new Map<string, HTMLTableCellElement>();
 
@@ -75,12 +76,49 @@ export class SortableTable {
     }
     this._sort = { key, dir };
     this._rows = sortRows(this._table.rows, index, dir);
+    this._applyFilter();
     for (const [k, th] of this._headers) {
       const state = k === key ? (dir === 'asc' ? 'ascending' : 'descending') : 'none';
       th.setAttribute('aria-sort', state);
       th.classList.toggle('jp-TorchProf-sorted', k === key);
     }
     this._render();
+  }
+
+  /**
+   * Show only the rows whose `key` column matches `pattern`: a
+   * case-insensitive regular expression when it has regex characters and
+   * compiles, else a substring, as the inline view's filter. Empty shows all.
+   * Returns how many rows are shown.
+   */
+  filter(key: string, pattern: string): number {
+    const index = this._index.get(key);
+    const text = pattern.trim();
+    if (index === undefined || !text) {
+      this._filter = null;
+    } else {
+      let test: (s: string) => boolean;
+      const needle = text.toLowerCase();
+      try {
+        const rx = /[\^$*+?()[\]{}|\\]/.test(text) ? new RegExp(text, 'i') : null;
+        test = rx ? s => rx.test(s) : s => s.toLowerCase().includes(needle);
+      } catch {
+        test = s => s.toLowerCase().includes(needle);
+      }
+      this._filter = row => test(String(row[index] ?? ''));
+    }
+    this._rows = this._sort
+      ? sortRows(this._table.rows, this._index.get(this._sort.key) as number, this._sort.dir)
+      : this._table.rows;
+    this._applyFilter();
+    this._render();
+    return this._rows.length;
+  }
+
+  private _applyFilter(): void {
+    if (this._filter) {
+      this._rows = this._rows.filter(this._filter);
+    }
   }
 
   /** A header click: first the column's natural order, then the reverse. */

@@ -73,3 +73,15 @@ test('keyboard: Enter on a header sorts', () => {
   header(t, 'calls').dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
   expect(t.sort).toEqual({ key: 'calls', dir: 'desc' });
 });
+
+test('the filter shows matching rows, by substring or regex, and keeps the sort', () => {
+  const t = make();
+  header(t, 'calls').click();
+  expect(t.filter('name', 'aten::')).toBe(3);
+  expect(column(t, 0)).toEqual(['aten::add', 'aten::mm', 'aten::relu']);
+  expect(t.filter('name', '^aten::(mm|relu)$')).toBe(2);
+  expect(column(t, 0)).toEqual(['aten::mm', 'aten::relu']);
+  expect(t.filter('name', 'ADD(')).toBe(0); // not a valid regex: a substring
+  expect(t.filter('name', '')).toBe(4);
+  expect(column(t, 0)[0]).toBe('aten::add');
+});
