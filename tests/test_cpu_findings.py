@@ -283,7 +283,7 @@ y = xb @ w
 
 FAST_LOADER_CELL = """%%torchprof --steps 3 -q
 xb = next(it)
-for _ in range(4):
+for _ in range(10):
     y = big @ big
 """
 
