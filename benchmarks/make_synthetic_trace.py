@@ -14,8 +14,14 @@ training loop, so that parsers do the work they would do on a real file:
 * kernels on two compute streams and an NCCL stream, with launch arguments
   (grid, block, registers, shared memory, occupancy); memcpys with bytes;
 * ``ac2g`` flow start/finish pairs for every launch;
-* a ``gpu_user_annotation`` per step, ``[memory]`` instant events, and the
-  ``M`` metadata events.
+* a ``gpu_user_annotation`` per step, ``[memory]`` instant events (an
+  allocation and a free around each forward op's output, on the GPU, as
+  ``profile_memory=True`` writes them), and the ``M`` metadata events;
+* 1-10 ``ProfilerStep``s (default 5, as real captures have), the layers per
+  step growing with the size asked for, and about 60 distinct kernel names
+  (real traces have 49-170), drawn per layer;
+* the profiler's own log lines after ``traceEvents`` (``"INFO"`` and
+  ``"ERROR"`` arrays of strings holding ``]``), as Kineto writes them.
 
 Timestamps are epoch-based float µs with ns decimals (as in recent traces),
 and the layout (one key group per line, two-space indents) follows Kineto's
@@ -23,13 +29,14 @@ own writer, so byte counts are comparable to real files.
 
 Usage::
 
-    python benchmarks/make_synthetic_trace.py [--events 1000000] [--out DIR]
+    python benchmarks/make_synthetic_trace.py [--events 1000000] [--steps 5] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import random
 import tempfile
 import time
@@ -62,6 +69,48 @@ SGD = (
     "TensorListMetadata<3>, at::native::(anonymous namespace)::FusedSgdMathFunctor<float, 3>, float*, "
     "float, float, float, float, bool, bool, bool, float const*, float const*>(...)"
 )
+#: Kernel names drawn per layer, so a trace has about as many distinct names
+#: as a real model's (GEMM tile shapes, elementwise functors, reductions).
+GEMMS = tuple(
+    f"sm80_xmma_gemm_f32f32_f32f32_f32_{lay}_n_tilesize{a}x{b}x{c}_stage{st}_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
+    for lay, (a, b, c, st) in (
+        (lay, t)
+        for lay in ("nn", "nt", "tn")
+        for t in (
+            (128, 64, 8, 3),
+            (64, 64, 8, 4),
+            (128, 128, 8, 3),
+            (256, 128, 8, 3),
+            (64, 32, 8, 5),
+            (32, 32, 8, 6),
+        )
+    )
+) + (GEMM, GEMM_BWD, "ampere_sgemm_128x128_tn", "ampere_sgemm_32x128_nn")
+ELEMENTWISE = tuple(
+    f"void at::native::vectorized_elementwise_kernel<4, at::native::{fn}<{dt}>, at::detail::Array<char*, {n}> >(int, at::native::{fn}<{dt}>, at::detail::Array<char*, {n}>)"
+    for fn, n in (
+        ("CUDAFunctor_add", 3),
+        ("MulFunctor", 3),
+        ("GeluCUDAKernelImpl", 2),
+        ("sigmoid_kernel_cuda", 2),
+        ("FillFunctor", 1),
+        ("AbsFunctor", 2),
+    )
+    for dt in ("float", "c10::Half", "c10::BFloat16")
+) + (RELU, RELU_BWD)
+REDUCTIONS = (
+    tuple(
+        f"void at::native::reduce_kernel<{w}, 4, at::native::ReduceOp<float, at::native::{op}<float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::{op}<float>, unsigned int, float, 4>)"
+        for op in ("MeanOps", "NormTwoOps", "func_wrapper_t", "MaxOps", "WelfordOps")
+        for w in (128, 512)
+    )
+    + tuple(f"triton_poi_fused_add_native_layer_norm_{i}" for i in range(8))
+    + (
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, float const*, float const*, float*, float*, float*)",
+    )
+)
+POINTWISE = ELEMENTWISE + REDUCTIONS
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 MEMCPY = "Memcpy HtoD (Pageable -> Device)"
 MEMSET = "Memset (Device)"
@@ -77,6 +126,21 @@ class Writer:
         self.corr = 50000
         self.base = base_ts
         self.rng = random.Random(0)
+        self.allocated = 0
+        self.addr = 140_000_000_000_000
+
+    def memory(self, tid: int, t: float, nbytes: int) -> None:
+        """A ``[memory]`` instant event: ``nbytes`` allocated (> 0) or freed (< 0) on GPU 0."""
+        self.allocated += nbytes
+        self.addr += 4096 if nbytes > 0 else 0
+        self.parts.append(
+            f'  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",\n'
+            f'    "pid": {PID}, "tid": {tid},\n    "ts": {self.ts(t)},\n'
+            f'    "args": {{\n      "Total Reserved": {max(self.allocated, 0) + (64 << 20)}, '
+            f'"Total Allocated": {self.allocated}, "Bytes": {nbytes}, "Addr": {self.addr}, '
+            f'"Device Id": 0, "Device Type": 1\n    }}\n  }}'
+        )
+        self.count += 1
 
     def ts(self, t: float) -> str:
         return f"{self.base + t:.3f}"
@@ -155,15 +219,42 @@ class Writer:
         self.flow("f", c, 0, stream, dev_t)
 
 
-def write_trace(path: Path, events: int, layers: int = 24) -> int:
-    """Write the trace; returns the number of events written."""
+#: Events one layer writes in a step (forward and backward, launches, flows, memory).
+EVENTS_PER_LAYER = 30
+#: Events a step writes besides its layers.
+EVENTS_PER_STEP = 23
+#: Kineto's log lines, written after ``traceEvents`` (each holds a ``]``).
+LOG_LINES = tuple(
+    f"INFO:2024-04-03 18:51:35 1102:1102 CuptiActivityProfiler.cpp:{line}] {text}"
+    for line, text in (
+        (907, "Enabling GPU tracing"),
+        (837, "Evaluating whether to run child profiler = NcclProfiler"),
+        (837, "Evaluating whether to run child profiler = CuptiRangeProfiler"),
+        (1028, "Tracing starting in 0s"),
+        (1033, "Tracing for 1 iterations"),
+        (1141, "Traces Recorded:"),
+        (1144, "PyTorch Profiler: 1 iterations"),
+    )
+)
+
+
+def _layers_per_step(events: int, steps: int) -> int:
+    return max(1, (events // steps - EVENTS_PER_STEP) // EVENTS_PER_LAYER)
+
+
+def write_trace(path: Path, events: int, layers: int | None = None, steps: int = 5) -> int:
+    """Write the trace; returns the number of events written.
+
+    ``steps`` (1-10) ``ProfilerStep``s of ``layers`` layers each (by default
+    as many as make about ``events`` events in all).
+    """
+    if not 1 <= steps <= 10:
+        raise ValueError(f"steps must be 1-10 (real captures have 1-5), not {steps}")
+    if layers is None:
+        layers = _layers_per_step(events, steps)
     w = Writer(base_ts=1_712_195_504_000_000.0)
     t = 0.0
     dev_t = 0.0
-    step = 0
-    # one step of `layers` layers writes roughly this many events
-    per_step = layers * 28 + 23
-    steps = max(1, events // per_step)
     for step in range(steps):
         step_start = t
         t += 5.0
@@ -175,6 +266,8 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
         gpu_ann_start = dev_t
         for layer in range(layers):
             stream = STREAMS[layer % 2]
+            gemm = GEMMS[layer % len(GEMMS)]
+            pointwise = POINTWISE[layer % len(POINTWISE)]
             # forward: linear > t > transpose > as_strided ; addmm > launch
             lin = t
             w.op("aten::t", MAIN_TID, t + 1.0, 6.0, "[[1024, 1024]]", '["float"]')
@@ -198,7 +291,8 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
                 '["float", "float", "float"]',
             )
             dev_t = max(dev_t, t + 15.0)
-            w.launch(ext, MAIN_TID, t + 10.0, GEMM, "kernel", stream, dev_t, 48.0 + w.rng.random())
+            w.launch(ext, MAIN_TID, t + 10.0, gemm, "kernel", stream, dev_t, 48.0 + w.rng.random())
+            w.memory(MAIN_TID, t + 9.0, 1 << 20)
             dev_t += 50.0
             w.op(
                 "aten::linear",
@@ -211,7 +305,7 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
             t += 26.0
             w.op("aten::relu", MAIN_TID, t, 12.0, "[[256, 1024]]", '["float"]')
             ext = w.op("aten::clamp_min", MAIN_TID, t + 1.0, 10.0, "[[256, 1024], []]", '["float", "Scalar"]')
-            w.launch(ext, MAIN_TID, t + 3.0, RELU, "kernel", stream, max(dev_t, t + 5.0), 6.0)
+            w.launch(ext, MAIN_TID, t + 3.0, pointwise, "kernel", stream, max(dev_t, t + 5.0), 6.0)
             dev_t = max(dev_t, t + 5.0) + 7.0
             t += 14.0
         loss_ext = w.op("aten::zero_", MAIN_TID, t, 9.0, "[[256, 1024]]", '["float"]')
@@ -226,6 +320,8 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
         bt = t
         for layer in reversed(range(layers)):
             stream = STREAMS[layer % 2]
+            gemm = GEMMS[(layer + 7) % len(GEMMS)]
+            pointwise = POINTWISE[(layer + 11) % len(POINTWISE)]
             ev = bt
             w.op(
                 "aten::threshold_backward",
@@ -236,14 +332,15 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
                 '["float", "float", "Scalar"]',
             )
             ext = w.ext
-            w.launch(ext, BWD_TID, bt + 4.0, RELU_BWD, "kernel", stream, max(dev_t, bt + 6.0), 7.0)
+            w.launch(ext, BWD_TID, bt + 4.0, pointwise, "kernel", stream, max(dev_t, bt + 6.0), 7.0)
             dev_t = max(dev_t, bt + 6.0) + 8.0
             w.op("ReluBackward0", BWD_TID, bt + 1.0, 11.0)
             bt += 13.0
             ext = w.op(
                 "aten::mm", BWD_TID, bt + 2.0, 12.0, "[[256, 1024], [1024, 1024]]", '["float", "float"]'
             )
-            w.launch(ext, BWD_TID, bt + 4.0, GEMM_BWD, "kernel", stream, max(dev_t, bt + 6.0), 45.0)
+            w.launch(ext, BWD_TID, bt + 4.0, gemm, "kernel", stream, max(dev_t, bt + 6.0), 45.0)
+            w.memory(BWD_TID, bt + 15.0, -(1 << 20))  # the layer's forward output is freed
             dev_t = max(dev_t, bt + 6.0) + 46.0
             w.op("AddmmBackward0", BWD_TID, bt + 1.0, 14.0)
             w.op("autograd::engine::evaluate_function: AddmmBackward0", BWD_TID, ev, bt + 16.0 - ev)
@@ -296,7 +393,10 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
     tail = (
         f',\n  {{\n    "ph": "X", "cat": "Trace", "ts": {w.ts(0)}, "dur": {t:.3f},\n'
         f'    "pid": "Spans", "tid": "PyTorch Profiler",\n    "name": "PyTorch Profiler (0)",\n'
-        f'    "args": {{\n      "Op count": 0\n    }}\n  }}\n],\n  "traceName": "{path.name}",\n'
+        f'    "args": {{\n      "Op count": 0\n    }}\n  }}\n],\n'
+        f'  "INFO": {json.dumps(list(LOG_LINES))},\n'
+        f'  "ERROR": {json.dumps(["ERROR:2024-04-03 18:51:36 1102:1102 CuptiActivityProfiler.cpp:1161] 0 records dropped [ok]"])},\n'
+        f'  "traceName": "{path.name}",\n'
         '  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": 1712195504000000000\n}\n'
     )
     body = ",\n".join(meta + w.parts)
@@ -310,16 +410,22 @@ def write_trace(path: Path, events: int, layers: int = 24) -> int:
     return w.count + len(meta) + 1
 
 
+def synthetic_name(events: int, steps: int = 5) -> str:
+    """File name of the synthetic trace of about ``events`` events in ``steps`` steps."""
+    return f"synthetic_{events // 1000}k_{steps}steps.pt.trace.json.gz"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--steps", type=int, default=5, help="ProfilerSteps, 1-10")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "torchprof-bench")
     args = parser.parse_args()
-    path = args.out / f"synthetic_{args.events // 1000}k.pt.trace.json.gz"
+    path = args.out / synthetic_name(args.events, args.steps)
     t0 = time.perf_counter()
-    n = write_trace(path, args.events)
+    n = write_trace(path, args.events, steps=args.steps)
     print(
         f"wrote {n} events to {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s"
     )
