@@ -335,7 +335,7 @@ class CompiledCell:
         import torch
 
         self.namespace = namespace
-        _MAGIC_BODIES.add(filename)
+        _register_body(filename)
         fn, self.names = cell_function(tree, filename, namespace)
         reset_dynamo_before_ipython_exits()
         self.compiled = torch.compile(fn, **settings.kwargs())
@@ -489,8 +489,29 @@ class CompileRecorder:
         self.stats.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-#: Files holding the body of a ``%%torchprof`` cell (registered by `CompiledCell`).
-_MAGIC_BODIES: set[str] = set()
+#: Files holding the body of a ``%%torchprof`` cell (registered by
+#: `CompiledCell`) and the number of the cell they came from.
+_MAGIC_BODIES: dict[str, int] = {}
+
+
+def _register_body(filename: str) -> None:
+    """Remember that ``filename`` holds a ``%%torchprof`` cell's body, and its cell number.
+
+    The number is the highest IPython gave any other compiled code: the cell
+    running the magic (a re-run cell keeps its file name, so the order of the
+    map says nothing). The body's own number is not used: the magic caches
+    it under ``shell.execution_count``, which IPython 9 has already moved on
+    to the next cell while one runs.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return
+    fmap = getattr(getattr(get_ipython(), "compile", None), "_filename_map", None)
+    if not fmap:
+        return
+    others = [n for name, n in fmap.items() if name != filename]
+    _MAGIC_BODIES[filename] = max(others) if others else fmap.get(filename, 0)
 
 
 def cell_location(location: str, shell: Any = None) -> tuple[str, str]:
@@ -527,11 +548,12 @@ def cell_location(location: str, shell: Any = None) -> tuple[str, str]:
             return location, cached
         shell = get_ipython()
     number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(path)
+    if path in _MAGIC_BODIES:
+        # The cell as typed starts with the magic line; the file holds what follows it.
+        return f"Cell In[{_MAGIC_BODIES[path]}], line {line + 1}", cached
     if number is None:
         return location, cached
-    # The cell as typed starts with the magic line; the file holds what follows it.
-    body = path in _MAGIC_BODIES
-    return f"Cell In[{number}], line {line + 1 if body else line}", cached
+    return f"Cell In[{number}], line {line}", cached
 
 
 def _first_lines(text: str, n: int) -> str:

@@ -167,6 +167,21 @@ obs.observe(document.body, {attributes: true, attributeFilter: ["data-jp-theme-n
 NEUTRAL = "#8c8c8c"
 
 
+#: Plot stylesheet: hover tooltips let the mouse through, so a wheel or a
+#: drag right after a hover reaches the plot and not the tooltip under the
+#: pointer (Ctrl + wheel was lost there).
+PLOT_CSS = """
+.bk-Tooltip, .bk-tooltip, :host(.bk-Tooltip) { pointer-events: none !important; }
+"""
+
+
+def plot_stylesheet() -> Any:
+    """An `InlineStyleSheet` for the timeline and memory plots (see `PLOT_CSS`)."""
+    from bokeh.models import InlineStyleSheet
+
+    return InlineStyleSheet(css=PLOT_CSS)
+
+
 def table_stylesheet() -> Any:
     """An `InlineStyleSheet` theming a DataTable with JupyterLab variables."""
     from bokeh.models import InlineStyleSheet
@@ -191,11 +206,62 @@ def follow_theme(plots: Sequence[Any]) -> None:
     plots[0].js_on_event(DocumentReady, cb)
 
 
+#: Axis ticks in µs: one unit for the whole axis (from its largest tick) and
+#: as many decimals as the tick spacing needs, so that deep in a long trace
+#: neighbouring ticks still differ ("63.512 ms, 63.514 ms", not "63.5 ms"
+#: twice). Bokeh passes every tick of the axis as ``ticks``.
+TIME_TICKS_JS = """
+let big = 0;
+for (const t of ticks) big = Math.max(big, Math.abs(t));
+let unit = 1, name = "µs";
+if (big >= 1e6) { unit = 1e6; name = "s"; }
+else if (big >= 1e3) { unit = 1e3; name = "ms"; }
+else if (big > 0 && big < 1) { unit = 1e-3; name = "ns"; }
+const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) / unit : 1;
+let dec = 0;
+while (dec < 9) {
+  const v = step * Math.pow(10, dec);
+  if (Math.abs(v - Math.round(v)) < 1e-6 * Math.max(1, v)) break;
+  dec++;
+}
+if (tick === 0) return "0";
+return (tick / unit).toFixed(dec) + " " + name;
+"""
+
+
+def ready_on_document(model: Any) -> Any:
+    """Hand the ``document_ready`` callbacks of ``model`` and its parts to its document.
+
+    BokehJS announces ``DocumentReady`` to the document's own callbacks
+    only, never to a model's, so a ``js_on_event(DocumentReady, ...)`` on a
+    plot or a table alone never runs. This gives ``model`` a document (when
+    it has none yet) and registers every such callback there, once.
+    Call it right before the model is shown (``jupyter_bokeh.BokehModel``
+    keeps a model's existing document).
+    """
+    from bokeh.document import Document
+
+    doc = model.document
+    if doc is None:
+        doc = Document()
+        doc.add_root(model)
+    have = doc.callbacks.js_event_callbacks.get("document_ready", [])
+    for part in model.references():
+        for cb in part.js_event_callbacks.get("document_ready", []):
+            if cb not in have:
+                doc.js_on_event("document_ready", cb)
+                have = doc.callbacks.js_event_callbacks.get("document_ready", [])
+    return model
+
+
 def time_tick_formatter() -> Any:
-    """Axis ticks in µs shown with units (``250 µs``, ``1.5 ms``)."""
+    """Axis ticks in µs shown with units (``250 µs``, ``1.5 ms``, ``63.514 ms``).
+
+    The precision follows the tick spacing (see `TIME_TICKS_JS`).
+    """
     from bokeh.models import CustomJSTickFormatter
 
-    return CustomJSTickFormatter(code=FMT_TIME_JS + "return fmt_time(tick);")
+    return CustomJSTickFormatter(code=TIME_TICKS_JS)
 
 
 def bytes_tick_formatter() -> Any:

@@ -151,27 +151,134 @@ def _column_data(frame: pd.DataFrame, columns: list[Column]) -> dict[str, Any]:
     return data
 
 
+#: Installed once per page when a table is shown: a cell whose text does not
+#: fit gets that text as its tooltip (``title``, set as an attribute, never
+#: markup). Cells live in the tables' shadow roots; ``composedPath`` reaches them.
+CELL_TIPS_JS = """
+if (!window.__torchprofCellTips) {
+  window.__torchprofCellTips = true;
+  document.addEventListener("mouseover", (ev) => {
+    const target = ev.composedPath()[0];
+    if (!(target instanceof Element)) return;
+    const cell = target.closest(".slick-cell, .slick-header-column");
+    if (!cell) return;
+    const root = cell.getRootNode();
+    if (!root.host || !root.host.classList.contains("jp-TorchProf-table")) return;
+    const inner = cell.querySelector(".slick-column-name") || cell;
+    const text = (inner.textContent || "").trim();
+    if (inner.scrollWidth > inner.clientWidth + 1 || cell.scrollWidth > cell.clientWidth + 1) {
+      cell.setAttribute("title", text);
+    } else {
+      cell.removeAttribute("title");
+    }
+  }, true);
+}
+"""
+
+#: Widens a table's first (name) column to the room its view has beside the
+#: other visible columns, never below the width its content needs (the
+#: table's ``tags[0]``); run when the view is first drawn, when it is resized
+#: and when columns are shown or hidden. ``args``: ``table``.
+FIT_NAME_JS = """
+if (!window.__torchprofFitName) {
+  window.__torchprofFitName = (table) => {
+    let view = null;
+    for (const v of window.Bokeh.index) { if (v.model === table) { view = v; break; } }
+    if (view == null) return null;
+    const width = view.el.getBoundingClientRect().width;
+    const cols = table.columns.filter((c) => c.visible);
+    if (!(width > 50) || !cols.length) return view;
+    const base = table.tags.length ? table.tags[0] : cols[0].width;
+    let others = 0;
+    for (const c of cols.slice(1)) others += c.width;
+    const want = Math.max(base, Math.floor(width - others - 24));
+    if (Math.abs(want - cols[0].width) > 2) cols[0].width = want;
+    return view;
+  };
+}
+const fit = window.__torchprofFitName;
+// Column changes come from a TableColumn; the document's ready event from the table.
+const from_column = cb_obj != null && cb_obj.formatter !== undefined && cb_obj.field !== undefined;
+if (!from_column) {
+  let tries = 0;
+  const start = () => {
+    const view = fit(table);
+    if (view == null) { if (tries++ < 50) setTimeout(start, 100); return; }
+    if (view.__torchprofObserved) return;
+    view.__torchprofObserved = true;
+    let pending = false;
+    new ResizeObserver(() => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; fit(table); });
+    }).observe(view.el);
+  };
+  start();
+} else {
+  fit(table);
+}
+"""
+
+#: Pixels per character of the table font, and the name column's bounds.
+CHAR_PX = 7.2
+NAME_MIN_PX, NAME_MAX_PX = 180, 620
+#: Pixels per character of the bold header font.
+HEADER_CHAR_PX = 8.0
+
+
+def text_width(values: Any, title: str, base: int, cap: int = NAME_MAX_PX) -> int:
+    """Width (px) for a text column: its longest value, within bounds.
+
+    A name column sized by its content shows whole names when there is room
+    (the table scrolls sideways when the columns do not fit; a tooltip tells
+    the rest of a name cut at ``cap``).
+    """
+    longest = max((len(str(v)) for v in values), default=0)
+    longest = max(longest, len(title))
+    return int(min(max(CHAR_PX * longest + 18, min(base, NAME_MIN_PX)), max(base, cap)))
+
+
+def header_width(column: Column) -> int:
+    """Pixels the header needs in the table's bold font (with ``/step`` where it may appear)."""
+    title = column.title + (" /step" if column.field in ops_mod.ADDITIVE_COLUMNS else "")
+    return int(HEADER_CHAR_PX * len(title) + 28)
+
+
 def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) -> tuple[Any, Any]:
     """A themed, sortable bokeh DataTable and its source.
+
+    The first column (the name, frozen while scrolling sideways) is as wide
+    as its longest value needs, within bounds (see `text_width`).
 
     Returns
     -------
     (DataTable, ColumnDataSource)
     """
-    from bokeh.models import ColumnDataSource, DataTable, TableColumn
+    from bokeh.events import DocumentReady
+    from bokeh.models import ColumnDataSource, CustomJS, DataTable, TableColumn
 
-    source = ColumnDataSource(_column_data(frame, columns))
+    data = _column_data(frame, columns)
+    source = ColumnDataSource(data)
+    widths = [
+        max(
+            header_width(c),
+            text_width(data[c.field], c.title, c.width, NAME_MAX_PX if i == 0 else 2 * c.width)
+            if c.kind == "text"
+            else c.width,
+        )
+        for i, c in enumerate(columns)
+    ]
     cols = [
         TableColumn(
             field=c.field,
             title=c.title,
             formatter=_FORMATTERS[c.kind](),
-            width=c.width,
+            width=width,
             # Numbers sort largest first on the first click: that is what
             # one looks for in a profile.
             default_sort="ascending" if c.kind == "text" else "descending",
         )
-        for c in columns
+        for c, width in zip(columns, widths, strict=True)
     ]
     table = DataTable(
         source=source,
@@ -190,6 +297,14 @@ def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) ->
         stylesheets=[table_stylesheet()],
         css_classes=["jp-TorchProf-table"],
     )
+    table.js_on_event(DocumentReady, CustomJS(code=CELL_TIPS_JS))
+    if cols:
+        # The width the names need; the browser widens it to the room there is.
+        table.tags = [widths[0]]
+        fit = CustomJS(args={"table": table}, code=FIT_NAME_JS)
+        table.js_on_event(DocumentReady, fit)
+        for col in cols:
+            col.js_on_change("visible", fit)
     return table, source
 
 
@@ -551,7 +666,12 @@ class KernelTable:
         m2, _ = match_names(full["short_name"], self.pattern)
         matched = full.loc[m1 | m2]
         self.matched = len(matched)
-        top = matched.sort_values("total_us", ascending=False, kind="stable").head(self.limit)
+        top = matched.sort_values("total_us", ascending=False, kind="stable").head(self.limit).copy()
+        if "occupancy" in top.columns:
+            # Kineto writes 0 where it could not estimate occupancy: unknown, not zero.
+            top["occupancy"] = top["occupancy"].where(top["occupancy"] > 0)
+        for field, values in launch_summary(self.profile, top["name"]).items():
+            top[field] = values
         self.shown = _per_step_rows(self, top).reset_index(drop=True)
         return self.shown
 
@@ -563,6 +683,7 @@ class KernelTable:
             Column("calls", "Calls", "count", 70),
             Column("total_us", "Total", "time"),
             Column("pct", "Share", "share", 110),
+            Column("launched_by", "Launched by", "text", 160),
             Column("mean_us", "Mean", "time", 80),
             Column("min_us", "Min", "time", 80),
             Column("median_us", "Median", "time", 80),
@@ -580,7 +701,7 @@ class KernelTable:
         for c in optional:
             if c.field in full.columns and full[c.field].notna().any():
                 cols.append(c)
-        return cols
+        return [c for c in cols if c.field != "launched_by" or self.shown["launched_by"].ne("").any()]
 
     def update(
         self, pattern: str | None = None, limit: int | None = None, per_step: bool | None = None
@@ -626,6 +747,49 @@ class KernelTable:
             ev["kind"].astype(object).to_numpy() == rec["kind"]
         )
         return np.flatnonzero(mask)
+
+
+def _summary_labels(keys: np.ndarray, values: np.ndarray, categories: Any) -> dict[int, str]:
+    """Per key: its one value, or the most common one with its count ("varies: … ×12/20")."""
+    ok = values >= 0
+    if not ok.any():
+        return {}
+    counts = pd.DataFrame({"k": keys[ok], "v": values[ok]}).groupby(["k", "v"]).size()
+    out: dict[int, str] = {}
+    for key, group in counts.groupby(level=0, sort=False):
+        group = group.droplevel(0).sort_values(ascending=False, kind="stable")
+        top = str(categories[group.index[0]])
+        n, total = int(group.iloc[0]), int(group.sum())
+        out[int(key)] = top if len(group) == 1 else f"varies: {top} ×{n:,}/{total:,}"
+    return out
+
+
+def launch_summary(profile: Profile, names: pd.Series) -> dict[str, list[str]]:
+    """What an aggregated kernel row cannot show with one value, per name in ``names``.
+
+    ``launched_by`` names the op that launched the kernel's calls, ``grid``
+    and ``block`` its launch shape: the value when every call had the same,
+    else ``varies:`` with the most common one and its share of the calls.
+    Empty where the trace does not say.
+    """
+    ev = profile.events
+    cats = ev["name"].cat.categories
+    wanted = cats.get_indexer(names.astype(str))
+    rows = np.flatnonzero(np.isin(ev["kind"].to_numpy(object), K.DEVICE_ACTIVITY))
+    codes = ev["name"].cat.codes.to_numpy()[rows]
+    mine = np.isin(codes, wanted[wanted >= 0])
+    rows, codes = rows[mine], codes[mine]
+    op = ev["op"].to_numpy()[rows]
+    op_names = np.where(op >= 0, ev["name"].cat.codes.to_numpy()[np.maximum(op, 0)], -1)
+    out: dict[str, list[str]] = {}
+    parts = {"launched_by": (op_names, cats)}
+    for col in ("grid", "block"):
+        if col in ev.columns:
+            parts[col] = (ev[col].cat.codes.to_numpy()[rows], ev[col].cat.categories)
+    for field, (values, categories) in parts.items():
+        labels = _summary_labels(codes, values, categories)
+        out[field] = [labels.get(int(w), "") for w in wanted]
+    return out
 
 
 # --------------------------------------------------------------------------- #

@@ -43,6 +43,7 @@ from .style import (
     PALETTE,
     follow_theme,
     name_colour,
+    plot_stylesheet,
     time_tick_formatter,
 )
 
@@ -64,6 +65,9 @@ LABEL_MAX = 1500
 ROW_PX = 18
 #: Level-of-detail bins per pixel of the visible window.
 BINS_PER_PX = 4
+#: Share of the visible span the zoom-in button takes away per click; the
+#: zoom-out button multiplies the span by ``1 / (1 - ZOOM_FACTOR)``.
+ZOOM_FACTOR = 0.45
 
 
 @dataclass
@@ -526,7 +530,10 @@ class Timeline:
             sizing_mode="stretch_width",
             output_backend="webgl",
             tools=[],
-            toolbar_location="right",
+            # Above, not beside: a plot of two or three lanes is too short
+            # for ten tools in a column, and bokeh folds the rest (Reset
+            # among them) behind a "⋯" button.
+            toolbar_location="above",
             min_border_left=10,
             min_border_right=10,
             min_border_top=4,
@@ -535,6 +542,7 @@ class Timeline:
             border_fill_alpha=0.0,
             outline_line_color=None,
             name="torchprof-timeline",
+            stylesheets=[plot_stylesheet()],
         )
         fig.xaxis.formatter = time_tick_formatter()
         fig.xaxis.axis_label = None
@@ -616,9 +624,11 @@ class Timeline:
             pan,
             wheel,
             BoxZoomTool(dimensions="width"),
-            # Twice as close per click: ten clicks go from a step to a kernel.
-            ZoomInTool(dimensions="width", factor=0.5),
-            ZoomOutTool(dimensions="width", factor=0.5),
+            # Almost twice as close per click, and zoom-out undoes it exactly
+            # (bokeh asks for a factor below 0.5: zoom-out scales by 1/(1 - f),
+            # and f = 0.5 fails an assertion and does nothing).
+            ZoomInTool(dimensions="width", factor=ZOOM_FACTOR),
+            ZoomOutTool(dimensions="width", factor=ZOOM_FACTOR),
             TapTool(renderers=[host_r, dev_r]),
             host_hover,
             dev_hover,

@@ -61,6 +61,11 @@ class LabServer:
             JUPYTERLAB_WORKSPACES_DIR=str(root.parent / "lab-workspaces"),
         )
         env.pop("JUPYTER_TOKEN", None)
+        # The server and its kernels import this checkout, not a copy that
+        # `pip install .` left in site-packages earlier (the tests are about
+        # the code in the tree).
+        repo = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [
