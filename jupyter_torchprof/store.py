@@ -582,3 +582,53 @@ def source_key(sources: list[Path]) -> str:
         except OSError:
             parts.append(f"{src}|?")
     return "\n".join(sorted(parts))
+
+
+def run_info(profile: Any, notebook: str | None = None, kind: str = "capture") -> dict[str, Any]:
+    """The ``run.json`` of a profile: what the sidebar lists without reading the trace.
+
+    Name, kind (``capture`` or ``load``), when, the cell and its notebook, the
+    device, steps, the headline numbers per step, partial / error / notes and
+    the top five ops by self time.
+    """
+    s = profile.summary
+    cap = profile.capture
+    ops = profile.ops
+    sort_col = "self_device_us" if s["device_traced"] else "self_cpu_us"
+    # The step ranges themselves are not an op anyone can speed up.
+    candidates = ops[~ops["name"].isin(["ProfilerStep*"])]
+    top = candidates.sort_values(sort_col, ascending=False).head(5)
+    return {
+        "name": profile.name,
+        "kind": kind,
+        "created": cap.started if cap else time.time(),
+        "cell": cap.cell if cap else "",
+        "notebook": str(notebook) if notebook else None,
+        "device": s["device"],
+        "device_spec": cap.device if cap else None,
+        "device_kind": cap.device_kind if cap else None,
+        "device_traced": s["device_traced"],
+        "steps": s["steps"],
+        "warmup": cap.warmup if cap else 0,
+        "options": cap.options if cap else {},
+        "wall_per_step_us": s["wall_per_step_us"],
+        "cpu_busy_per_step_us": s["cpu_busy_per_step_us"],
+        "device_busy_per_step_us": s["device_busy_per_step_us"],
+        "device_busy_pct": s["device_busy_pct"],
+        "events": s["events"],
+        "partial": profile.partial,
+        "error": profile.error,
+        "notes": profile.notes,
+        "top_ops": [
+            {"name": str(r.name), "self_us": float(getattr(r, sort_col)), "calls": int(r.calls)}
+            for r in top.itertuples(index=False)
+        ],
+        "trace": TRACE_NAME,
+    }
+
+
+def notebook_of(shell: Any) -> str | None:
+    """The notebook a shell runs for (JupyterLab's ``__session__``, VS Code's file), if known."""
+    ns = getattr(shell, "user_ns", {}) or {}
+    notebook = ns.get("__session__") or ns.get("__vsc_ipynb_file__")
+    return str(notebook) if notebook else None

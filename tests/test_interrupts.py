@@ -471,14 +471,14 @@ def test_real_top_level_await_is_refused(shell, capsys, line):
 
 
 def test_error_after_capture_ends_the_run_as_damaged(shell, tmp_path, monkeypatch):
-    from jupyter_torchprof import magics
+    from jupyter_torchprof import session
 
     shell.run_cell(SETUP)
 
     def broken(*args, **kwargs):
         raise TypeError("a bug while summarising")
 
-    monkeypatch.setattr(magics, "_run_info", broken)
+    monkeypatch.setattr(session, "run_info", broken)
     res = shell.run_cell("%%torchprof --warmup 0 --steps 1 --quiet\ny = x @ x")
     monkeypatch.undo()
     assert isinstance(res.error_in_exec, TypeError)

@@ -1,0 +1,89 @@
+"""Running a notebook cell's code as ``%%torchprof`` does: compiled once, run once per call.
+
+IPython glue (the shell's cell transforms, its compile cache, output capture),
+used by `session` for every warm-up run and profiled step.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+
+
+def default_name(code: str) -> str:
+    """A run's name from its cell: the first line that is not a comment, at most 60 characters."""
+    for line in code.splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            return text if len(text) <= 60 else text[:59] + "…"
+    return "cell"
+
+
+class CellRunner:
+    """Runs the cell's code once per call, in the user namespace.
+
+    The code is compiled once. The first call runs with its output visible;
+    later calls (more warm-up runs, profiled steps) run with stdout, stderr
+    and rich display captured and dropped, so the cell's output appears once.
+    The value of a trailing expression is kept in ``value``.
+    """
+
+    def __init__(self, shell: Any, code: str, show_output: bool = True) -> None:
+        self.shell = shell
+        self.value: Any = None
+        self.calls = 0
+        self.show_output = show_output
+        self.first_call_s: float | None = None
+        transformed = shell.transform_cell(code)
+        filename = shell.compile.cache(transformed, shell.execution_count, raw_code=code)
+        try:
+            tree = ast.parse(transformed, filename=filename)
+        except SyntaxError as exc:
+            raise UsageError(f"the cell has a syntax error: {exc.msg} (line {exc.lineno})") from None
+        from .capture.cellcheck import top_level_await
+
+        if top_level_await(tree) is not None:
+            raise UsageError(
+                "top-level await is not supported inside %%torchprof; "
+                "wrap the async code in a function and call it with asyncio"
+            )
+        if not tree.body:
+            raise UsageError("nothing to profile: the cell has no statements (only comments or blank lines)")
+        # Kept for --compare, which builds a function out of the same cell.
+        self.tree = copy.deepcopy(tree)
+        self.filename = filename
+        last: ast.expr | None = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body.pop().value
+        self._body = compile(tree, filename, "exec")
+        self._last = compile(ast.Expression(last), filename, "eval") if last is not None else None
+        self._ns = shell.user_ns
+
+    def _once(self) -> Any:
+        __tracebackhide__ = True  # noqa: F841
+        exec(self._body, self._ns)
+        if self._last is not None:
+            return eval(self._last, self._ns)
+        return None
+
+    def __call__(self) -> None:
+        """Run the cell once (its output shown on the first call only)."""
+        __tracebackhide__ = True  # noqa: F841
+        self.calls += 1
+        t0 = time.perf_counter()
+        if self.calls == 1 and self.show_output:
+            self.value = self._once()
+        else:
+            from IPython.utils.capture import capture_output
+
+            with capture_output(stdout=True, stderr=True, display=True):
+                value = self._once()
+            if self.calls == 1:
+                self.value = value
+        if self.calls == 1:
+            # With --compile-names the first call includes compilation.
+            self.first_call_s = time.perf_counter() - t0

@@ -1,0 +1,589 @@
+"""One ``%%torchprof`` run, from options to the shown result: capture → store → results.
+
+`RunSession` holds what the magic hands it (the shell, the configured
+defaults) and orchestrates: check the options, resolve the device, capture
+(eager, compiled or both), keep the run in the store, build the `Profile` or
+`Comparison`, export and show it. The magic (`magics`) only parses the line
+and calls it; capture knows devices, the store knows files, and nothing here
+computes a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from .cellrunner import CellRunner, default_name
+from .errors import TorchProfError
+from .store import notebook_of, run_info
+
+# Set while a %%torchprof cell runs: a nested one would start a second profiler.
+_ACTIVE = False
+
+
+class RunSession:
+    """The orchestration of one magic call.
+
+    Parameters
+    ----------
+    shell
+        The IPython shell (its namespace, its display).
+    settings
+        The configured defaults (the ``TorchProf`` magics' traits: steps,
+        warmup, device, run_dir, max_store_mb, backend, sort, row_limit ...).
+    """
+
+    def __init__(self, shell: Any, settings: Any) -> None:
+        self.shell = shell
+        self.settings = settings
+
+    def _setting(self, value: Any, trait: str) -> Any:
+        return getattr(self.settings, trait) if value is None else value
+
+    def load(self, args: argparse.Namespace) -> None:
+        """``--load``: open a saved trace (or a folder of ranks), keep it, show it."""
+        from .run_options import check_load
+        from .trace.loader import load
+
+        check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
+        try:
+            result = load(args.load, name=args.name)
+        except TorchProfError as exc:
+            raise UsageError(str(exc)) from None
+        self.keep_loaded(result, args)
+        self._apply_view_settings(result, args)
+        self._publish(result, args)
+        self._export(result, args)
+        return None
+
+    def keep_loaded(self, result: Any, args: argparse.Namespace) -> None:
+        """Keep a copy of a loaded trace (or folder of ranks) in the run store.
+
+        The sidebar lists every run, loaded ones included. A trace that is
+        already in the store (re-opening a kept run) is not copied again, and
+        a store that cannot be written only costs a warning: the trace is open.
+        """
+        import sys
+
+        from .profile import Profile
+        from .store import RunStore, source_key
+
+        store = RunStore(args.run_dir or self.settings.run_dir or None)
+        profiles = [result] if isinstance(result, Profile) else list(result)
+        sources = [Path(p.meta.path) for p in profiles if p.meta.path]
+        root = store.root.resolve()
+        if not sources or any(root in s.resolve().parents for s in sources):
+            return
+        key = source_key(sources)
+        kept_before = store.find_loaded(key)
+        if kept_before is not None:
+            # The same files loaded again: point at the copy already kept
+            # instead of storing a second one.
+            for p in profiles:
+                p.run_dir = kept_before
+            return
+        run_dir = None
+        try:
+            run_dir = store.create()
+            kept: list[str] = []
+            for i, src in enumerate(sources):
+                name = src.name if src.name not in kept else f"{i}-{src.name}"
+                kept.append(store.add_trace(run_dir, src, name=name).name)
+            info = run_info(profiles[0], notebook_of(self.shell), kind="load")
+            info.update(
+                name=result.name,
+                source=str(Path(args.load).expanduser().resolve()),
+                traces=kept,
+                trace=kept[0],
+                source_key=key,
+            )
+            info["ranks"] = len(profiles)
+            store.write_info(run_dir, info)
+        except BaseException as exc:
+            # Whatever stopped the copy (a full disk, a bug, Ctrl-C), the
+            # half-made run must not stay listed as "running".
+            from .unfinished import describe, drop_unfinished
+
+            drop_unfinished(run_dir)
+            if not isinstance(exc, Exception):
+                raise
+            why = exc.strerror or exc if isinstance(exc, OSError) else describe(exc)
+            print(f"torchprof: trace opened, but not kept in {store.root}: {why}", file=sys.stderr)
+            return
+        for p in profiles:
+            p.run_dir = run_dir
+        if self.settings.max_store_mb > 0:
+            store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
+
+    def run(self, args: argparse.Namespace, code: str) -> Any:
+        """Profile ``code``: check everything first, capture, keep, show; returns the cell's value."""
+        __tracebackhide__ = True  # noqa: F841
+        global _ACTIVE
+        if _ACTIVE:
+            raise UsageError("%%torchprof cannot run inside another %%torchprof cell")
+        from .capture.device import resolve_device
+        from .capture.runner import CaptureOptions, profiler_is_running
+        from .errors import DeviceError
+
+        options = CaptureOptions(
+            warmup=self._setting(args.warmup, "warmup"),
+            steps=self._setting(args.steps, "steps"),
+            record_shapes=self._setting(args.record_shapes, "record_shapes"),
+            memory=self._setting(args.memory, "memory"),
+            stack=self._setting(args.stack, "stack"),
+            flops=self._setting(args.flops, "flops"),
+            modules=self._setting(args.modules, "modules"),
+        )
+        from .run_options import check_run
+
+        check_run(args, options, sort=self._sort(args), row_limit=self._row_limit(args))
+        try:
+            target = resolve_device(self._setting(args.device, "device"))
+        except DeviceError as exc:
+            raise UsageError(str(exc)) from None
+        if profiler_is_running():
+            raise UsageError(
+                "another torch profiler is already running in this process; "
+                "leave its `with torch.profiler.profile()` block first"
+            )
+        runner = CellRunner(self.shell, code)  # SyntaxError surfaces here
+        from .capture.cellcheck import profiler_call
+        from .capture.guards import NESTED_MESSAGE
+
+        starts = profiler_call(runner.tree, self.shell.user_ns)
+        if starts is not None:
+            raise UsageError(f"{NESTED_MESSAGE} (it calls {starts})")
+
+        from .store import RunStore
+        from .views.progress import Progress
+
+        store = RunStore(args.run_dir or self.settings.run_dir or None)
+        progress = Progress(enabled=not args.quiet, notebook=in_notebook(self.shell))
+        module_names = None
+        if options.modules:
+            from .capture.modules import module_paths
+
+            module_names = module_paths(self.shell.user_ns)
+        if args.compare or args.compile or args.compile_names:
+            return self._run_compare(args, code, runner, target, options, store, progress, module_names)
+
+        _ACTIVE = True
+        try:
+            profile, result = self._capture_profile(
+                runner,
+                target,
+                options,
+                code,
+                args,
+                store,
+                progress,
+                module_names,
+                args.name or default_name(code),
+            )
+        finally:
+            _ACTIVE = False
+        progress.finish(timing_line(result, profile))
+        if profile is not None:
+            self._apply_view_settings(profile, args)
+            self._publish(profile, args)
+            if result.error is None:
+                self._export(profile, args)
+        if result.error is not None:
+            raise_capture_error(result.error)
+        if profile is None:
+            raise UsageError("; ".join(result.notes) or "the profiler produced no trace")
+        return runner.value
+
+    def _capture_profile(
+        self,
+        run_once: Any,
+        target: Any,
+        options: Any,
+        code: str,
+        args: argparse.Namespace,
+        store: Any,
+        progress: Any,
+        module_names: dict[int, str] | None,
+        name: str,
+        extra_info: dict[str, Any] | None = None,
+    ) -> tuple[Any, Any]:
+        """Capture one run into a new run folder; (Profile or None, CaptureResult)."""
+        __tracebackhide__ = True  # noqa: F841
+        from .capture.runner import capture
+
+        try:
+            run_dir = store.create()
+        except OSError as exc:
+            raise UsageError(f"cannot create a run folder in {store.root}: {exc.strerror or exc}") from None
+        started = time.time()
+        profile = None
+        try:
+            result = capture(run_once, target, options, run_dir / "trace.json", progress, module_names)
+            if result.trace_path is not None:
+                progress.update("parsing", 0, 1)
+                profile = self._build_profile(
+                    result, target, options, code, args, started, run_dir, store, name, extra_info
+                )
+            else:
+                # Nothing to keep: drop the folder so the sidebar does not list an empty run.
+                import shutil
+
+                shutil.rmtree(run_dir, ignore_errors=True)
+        except BaseException as exc:
+            # Ctrl-C while the trace is read, or a bug: the run must not stay
+            # "running" (the sidebar could not delete it until the kernel exits).
+            from .unfinished import close_unfinished
+
+            close_unfinished(store, run_dir, exc, name=name, cell=code, started=started)
+            raise
+        return profile, result
+
+    def _compile_settings(self, args: argparse.Namespace) -> Any:
+        """``torch.compile``'s settings from the options, checked before anything runs."""
+        from .capture.compile import CompileSettings
+        from .run_options import check_compile
+
+        names = [n.strip() for n in (args.compile_names or "").split(",") if n.strip()]
+        bad = [n for n in names if not n.isidentifier()]
+        if bad:
+            raise UsageError(f"--compile-names takes variable names separated by commas, not {bad[0]!r}")
+        missing = [n for n in names if n not in self.shell.user_ns]
+        if missing:
+            raise UsageError(f"--compile-names: {', '.join(missing)} is not defined in the notebook")
+        settings = CompileSettings(
+            backend=args.backend or self.settings.backend,
+            mode=args.mode,
+            fullgraph=bool(args.fullgraph),
+            dynamic=args.dynamic,
+            names=names,
+        )
+        check_compile(settings)  # before the eager run, not after it
+        return settings
+
+    def _run_compare(
+        self,
+        args: argparse.Namespace,
+        code: str,
+        runner: CellRunner,
+        target: Any,
+        options: Any,
+        store: Any,
+        progress: Any,
+        module_names: dict[int, str] | None,
+    ) -> Any:
+        """``--compare`` / ``--compile``: eager and/or compiled runs, then the comparison."""
+        __tracebackhide__ = True  # noqa: F841
+        global _ACTIVE
+        from dataclasses import replace
+
+        from .capture.compile import CompiledCell, CompileRecorder, compiled_names, cpu_kernel_ranges
+        from .comparison import Comparison
+
+        settings = self._compile_settings(args)
+        base = args.name or default_name(code)
+        eager = None
+        value = None
+        _ACTIVE = True
+        try:
+            if not args.compile:
+                eager, result = self._capture_profile(
+                    runner, target, options, code, args, store, progress, module_names, f"{base} [eager]"
+                )
+                value = runner.value
+                if result.error is not None:
+                    progress.finish(timing_line(result, eager))
+                    if eager is not None:
+                        self._apply_view_settings(eager, args)
+                        self._publish(eager, args)
+                    raise_capture_error(result.error)
+
+            # The compiled run warms up at least twice: the first call compiles,
+            # the second catches a recompile (e.g. dynamic shapes), so neither
+            # lands in a profiled step.
+            coptions = replace(options, warmup=max(options.warmup, 2))
+            recorder = CompileRecorder(settings)
+            if settings.names:
+                compiled_runner: Any = CellRunner(self.shell, code, show_output=args.compile)
+                swap = compiled_names(self.shell.user_ns, settings)
+            else:
+                compiled_runner = CompiledCell(runner.tree, runner.filename, self.shell.user_ns, settings)
+                swap = nullcontext()
+            info = {"compile": {"role": "compiled", "settings": settings.kwargs()}}
+            with recorder, cpu_kernel_ranges(), swap:
+                compiled, cresult = self._capture_profile(
+                    compiled_runner,
+                    target,
+                    coptions,
+                    code,
+                    args,
+                    store,
+                    Relabel(progress, {"warm-up": "compiling"}),
+                    module_names,
+                    f"{base} [compiled]",
+                    info,
+                )
+        finally:
+            _ACTIVE = False
+        stats, compiled = self._compile_stats(recorder, cresult, compiled, compiled_runner, store)
+        self._pair_runs(store, eager, compiled)
+        progress.finish(timing_line(cresult, compiled))
+        comparison = Comparison(eager, compiled, stats)
+        for p in (eager, compiled):
+            if p is not None:
+                self._apply_view_settings(p, args)
+        comparison.row_limit = args.row_limit if args.row_limit is not None else self.settings.row_limit
+        self._publish(comparison, args)
+        self._export(comparison, args)
+        if args.compile and value is None:
+            value = getattr(compiled_runner, "value", None)
+        return value
+
+    def _compile_stats(
+        self, recorder: Any, cresult: Any, compiled: Any, compiled_runner: Any, store: Any
+    ) -> tuple[Any, Any]:
+        """What the compiler did, from the recorder and the compiled profile; (stats, compiled or None)."""
+        from .capture.compile import compiled_regions, generated_kernels
+        from .capture.guards import NestedProfilerError
+
+        stats = recorder.stats
+        if cresult.error is not None:
+            if isinstance(cresult.error, (KeyboardInterrupt, NestedProfilerError)):
+                raise_capture_error(cresult.error)
+            recorder.failed(cresult.error)
+            if cresult.error_phase == "warm-up":
+                compiled = None
+        first = getattr(compiled_runner, "first_call_s", None)
+        stats.first_call_s = first
+        if first is not None and compiled is not None:
+            stats.compile_s = max(first - compiled.summary["wall_per_step_us"] / 1e6, 0.0)
+        if compiled is None:
+            return stats, None
+        # Findings read this (graph breaks, recompiles); set before any display.
+        compiled.compile_stats = stats
+        stats.kernels = generated_kernels(compiled)
+        regions = compiled_regions(compiled)
+        # What ran in the profiled steps is the most direct evidence:
+        # one compiled region per graph; compile ids above 0 are recompiles.
+        stats.graphs = max(stats.graphs, len(regions))
+        stats.regions = regions
+        if not stats.recompiles:
+            stats.recompiles = [
+                f"frame {r.frame} ran recompiled code (compile id {r.compile_id})"
+                for r in regions.itertuples(index=False)
+                if r.compile_id > 0
+            ]
+        compiled.capture.compile_s = stats.compile_s
+        if compiled.run_dir is not None:
+            self._update_run_info(
+                store, compiled.run_dir, {"compile": {"role": "compiled", **stats.as_dict()}}
+            )
+        return stats, compiled
+
+    def _pair_runs(self, store: Any, eager: Any, compiled: Any) -> None:
+        """Mark the two runs of a comparison as each other's pair in the store."""
+        if eager is None or eager.run_dir is None or compiled is None or compiled.run_dir is None:
+            return
+        self._update_run_info(store, eager.run_dir, {"pair": compiled.run_dir.name, "role": "eager"})
+        self._update_run_info(store, compiled.run_dir, {"pair": eager.run_dir.name, "role": "compiled"})
+
+    def _update_run_info(self, store: Any, run_dir: Path, extra: dict[str, Any]) -> None:
+        info = store.read_info(run_dir.name)
+        if info.get("damaged"):
+            return
+        info.update(extra)
+        info.pop("id", None)
+        info.pop("damaged", None)
+        info.pop("schema", None)
+        store.write_info(run_dir, info)
+
+    def _build_profile(
+        self,
+        result: Any,
+        target: Any,
+        options: Any,
+        code: str,
+        args: argparse.Namespace,
+        started: float,
+        run_dir: Path,
+        store: Any,
+        name: str,
+        extra_info: dict[str, Any] | None = None,
+    ) -> Any:
+        from .capture.guards import pause_for_tests
+        from .profile import CaptureInfo, Profile
+        from .store import TRACE_NAME, compress_in_background
+        from .trace.parser import parse_trace
+
+        pause_for_tests("parse")
+        t0 = time.perf_counter()
+        try:
+            data = parse_trace(result.trace_path)
+        except TorchProfError as exc:
+            # One line (a full disk: "no space left on …"); the run is closed
+            # as damaged by the caller, with this reason.
+            raise UsageError(f"the captured trace cannot be read: {exc}") from None
+        parse_s = time.perf_counter() - t0
+        error = None
+        if result.error is not None:
+            kind = (
+                "interrupted (Ctrl-C)"
+                if isinstance(result.error, KeyboardInterrupt)
+                else (f"{type(result.error).__name__}: {result.error}")
+            )
+            error = (
+                f"partial profile: the cell raised during {result.error_phase} — {kind}; "
+                f"{result.steps_done} of {options.steps} steps completed"
+            )
+        capture_info = CaptureInfo(
+            device=target.spec,
+            device_kind=target.kind,
+            warmup=result.warmup_done,
+            steps=result.steps_done,
+            options=options.as_dict(),
+            cell=code,
+            started=started,
+            wall_s=time.time() - started,
+            parse_s=parse_s,
+        )
+        profile = Profile(
+            data,
+            name=name,
+            capture=capture_info,
+            notes=list(target.notes) + list(result.notes),
+            partial=result.error is not None,
+            error=error,
+            run_dir=run_dir,
+        )
+        profile.meta.path = str(run_dir / TRACE_NAME)
+        compress_in_background(result.trace_path, run_dir / TRACE_NAME)
+        store.write_info(run_dir, {**run_info(profile, notebook_of(self.shell)), **(extra_info or {})})
+        if self.settings.max_store_mb > 0:
+            store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
+        return profile
+
+    def _apply_view_settings(self, result: Any, args: argparse.Namespace) -> None:
+        from .profile import Profile, _sort_column
+
+        if not isinstance(result, Profile):
+            return
+        sort = self._sort(args)
+        if sort:
+            try:
+                _sort_column(sort, result.ops)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            result.sort = sort
+        result.row_limit = self._row_limit(args)
+
+    def _sort(self, args: argparse.Namespace) -> str | None:
+        return args.sort if args.sort is not None else (self.settings.sort or None)
+
+    def _row_limit(self, args: argparse.Namespace) -> int:
+        return args.row_limit if args.row_limit is not None else self.settings.row_limit
+
+    def _export(self, result: Any, args: argparse.Namespace) -> None:
+        """``--export``: write the result; problems are one clear line."""
+        if not args.export:
+            return
+        from .comparison import Comparison
+        from .export import ExportError
+        from .profile import Profile
+
+        targets: list[tuple[Any, Path]] = []
+        path = Path(args.export).expanduser()
+        report: Path | None = None  # a Comparison's own report (both sides and the diff)
+        if isinstance(result, Profile):
+            targets.append((result, path))
+        elif isinstance(result, Comparison) and not path.is_dir() and path.name.lower().endswith(".html"):
+            report = path
+        elif isinstance(result, Comparison):
+            report = path / "comparison.html" if path.is_dir() else None
+            for label, p in (("eager", result.eager), ("compiled", result.compiled)):
+                if p is None:
+                    continue
+                if path.is_dir():
+                    sub = path / label
+                    sub.mkdir(exist_ok=True)
+                    targets.append((p, sub))
+                else:
+                    name = path.name
+                    stem, dot, rest = name.partition(".")
+                    targets.append((p, path.with_name(f"{stem}.{label}{dot}{rest}")))
+        else:
+            raise UsageError(
+                "--export works for one profile (or --compare); export ranks one by one: ranks[0].export(...)"
+            )
+        try:
+            if report is not None:
+                from .export import plan
+
+                plan(report, force=args.force)  # refuse before writing anything
+            for profile, target in targets:
+                done = profile.export(target, force=args.force, table=args.export_table)
+                if not args.quiet:
+                    print(str(done))
+            if report is not None:
+                from .views.report import write_report
+
+                done = write_report(result, report, force=args.force)
+                if not args.quiet:
+                    print(str(done))
+        except ExportError as exc:
+            raise UsageError(f"export: {exc}") from None
+
+    def _publish(self, result: Any, args: argparse.Namespace) -> None:
+        self.shell.user_ns["_torchprof"] = result
+        if args.output:  # checked before anything ran (run_options.check_output)
+            self.shell.user_ns[args.output] = result
+        if not args.quiet:
+            from IPython.display import display
+
+            display(result)
+
+
+def raise_capture_error(error: BaseException) -> None:
+    """Re-raise what ended a capture.
+
+    The user's exception keeps its traceback, as for any cell; a profiler
+    started inside the cell is one line.
+    """
+    __tracebackhide__ = True  # noqa: F841
+    from .capture.guards import NestedProfilerError
+
+    if isinstance(error, NestedProfilerError):
+        raise UsageError(str(error)) from None
+    raise error
+
+
+class Relabel:
+    """Progress sink that renames phases (the compiled run's warm-up is compiling)."""
+
+    def __init__(self, progress: Any, names: dict[str, str]) -> None:
+        self.progress = progress
+        self.names = names
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        """Pass the update on under the phase's new name."""
+        self.progress.update(self.names.get(phase, phase), done, total)
+
+
+def in_notebook(shell: Any) -> bool:
+    """Whether the shell is a Jupyter kernel's (the progress line then updates one output)."""
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def timing_line(result: Any, profile: Any) -> str:
+    """Where a run's time went, for the line that replaces the progress bar."""
+    parts = []
+    if result.warmup_done:
+        parts.append(f"warm-up {result.warmup_done}× {result.warmup_s:.2f} s")
+    parts.append(f"{result.steps_done} profiled step(s) {result.profile_s:.2f} s")
+    parts.append(f"trace export {result.export_s:.2f} s")
+    if profile is not None and profile.capture is not None:
+        parts.append(f"parse {profile.capture.parse_s:.2f} s")
+    return "torchprof: " + " · ".join(parts)
