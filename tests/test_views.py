@@ -555,3 +555,188 @@ def test_memory_view_peak_matches_the_trace(cpu_run):
 
     assert fmt_bytes(max(allocated)) in legend
     assert re.search(r"peak", legend)
+
+
+# --------------------------------------------------------------------------- #
+# issue 14: what the kernel table, the timeline's axis and the compare pages show
+
+
+def _varies(counts) -> str:
+    """The label a kernel row should carry for these per-call values (the oracle)."""
+    (top, n), total = counts.most_common(1)[0], sum(counts.values())
+    return str(top) if len(counts) == 1 else f"varies: {top} ×{n:,}/{total:,}"
+
+
+def _innermost_host_op(raw: list[dict]) -> dict:
+    """Correlation id -> name of the innermost op or annotation around its runtime call (as HTA)."""
+    import bisect
+    from collections import defaultdict
+
+    ops = defaultdict(list)
+    for e in raw:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+            ops[(e["pid"], e["tid"])].append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]))
+    for lane in ops.values():
+        lane.sort()
+    out = {}
+    for e in raw:
+        if e.get("cat") not in ("cuda_runtime", "cuda_driver") or "correlation" not in e.get("args", {}):
+            continue
+        lane = ops.get((e["pid"], e["tid"]), [])
+        t0, t1 = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        i = bisect.bisect_right(lane, (t0, float("inf"), ""))
+        # Walking back from the last op started before the call, the first one
+        # that holds it is the innermost.
+        while i > 0:
+            i -= 1
+            if lane[i][1] >= t1:
+                out[e["args"]["correlation"]] = lane[i][2]
+                break
+    return out
+
+
+def test_kernel_rows_say_when_grid_and_launching_op_vary(a100):
+    """Grid, block and launching op of an aggregated kernel row, from the trace file's own links."""
+    from collections import Counter, defaultdict
+
+    path, profile = a100
+    raw = raw_events(path)
+    launcher_of = _innermost_host_op(raw)
+    grids, blocks, ops = defaultdict(Counter), defaultdict(Counter), defaultdict(Counter)
+    for e in raw:
+        if e.get("ph") != "X" or e.get("cat") != "kernel":
+            continue
+        a = e["args"]
+        grids[e["name"]][str(a["grid"]).replace(" ", "")] += 1
+        blocks[e["name"]][str(a["block"]).replace(" ", "")] += 1
+        launcher = launcher_of.get(a.get("correlation"))
+        if launcher is not None:
+            ops[e["name"]][launcher] += 1
+    table = KernelTable(profile, limit=20)
+    shown = table.shown[table.shown["kind"] == "kernel"]
+    assert len(shown) >= 10
+    varied = 0
+    for rec in shown.itertuples():
+        assert rec.grid == _varies(grids[rec.name]), rec.name
+        assert rec.block == _varies(blocks[rec.name]), rec.name
+        assert rec.launched_by == _varies(ops[rec.name]), (rec.name, ops[rec.name])
+        varied += rec.grid.startswith("varies")
+    assert varied >= 3  # the trace has kernels launched with several grids
+    assert "launched_by" in table.source.data
+
+
+def test_unknown_occupancy_is_a_dash_not_zero(a100):
+    path, profile = a100
+    occ = {}
+    for e in raw_events(path):
+        if e.get("cat") == "kernel" and "est. achieved occupancy %" in e.get("args", {}):
+            occ.setdefault(e["name"], []).append(float(e["args"]["est. achieved occupancy %"]))
+    table = KernelTable(profile, limit=50)
+    data = dict(zip(table.shown["name"], table.source.data["occupancy"], strict=True))
+    unknown = [n for n, v in occ.items() if n in data and max(v) == 0]
+    known = [n for n, v in occ.items() if n in data and min(v) > 0]
+    assert unknown and known
+    assert all(np.isnan(data[n]) for n in unknown)  # drawn as the formatter's nan_format "–"
+    assert all(data[n] == pytest.approx(np.mean(occ[n])) for n in known)
+    fmt = next(c.formatter for c in table.model.columns if c.field == "occupancy")
+    assert fmt.nan_format == "–"
+
+
+def test_name_column_fits_its_names_and_headers_their_titles(a100):
+    from jupyter_torchprof.views.tables import CHAR_PX, NAME_MAX_PX, header_width
+
+    _, profile = a100
+    table = KernelTable(profile)
+    widths = {c.field: c.width for c in table.model.columns}
+    longest = max(len(n) for n in table.shown["short_name"])
+    assert widths["short_name"] == min(int(CHAR_PX * longest + 18), NAME_MAX_PX)
+    # The browser widens the name column to the room there is, from this width up.
+    assert table.model.tags == [widths["short_name"]]
+    for spec in table.columns:
+        assert widths[spec.field] >= header_width(spec), spec
+
+
+def test_bokeh_ready_callbacks_reach_the_document():
+    """BokehJS fires document_ready on the document's callbacks only; ours are moved there."""
+    from bokeh.models import CustomJS
+    from bokeh.plotting import figure
+
+    from jupyter_torchprof.views.style import follow_theme, ready_on_document
+    from jupyter_torchprof.views.tables import Column, make_table
+
+    fig = figure()
+    follow_theme([fig])
+    table, _ = make_table(pd.DataFrame({"name": ["a"], "calls": [1]}), [Column("name", "Name", "text")])
+    for model in (fig, table):
+        before = [cb for m in model.references() for cb in m.js_event_callbacks.get("document_ready", [])]
+        assert before and all(isinstance(cb, CustomJS) for cb in before)
+        ready_on_document(model)
+        ready_on_document(model)  # twice: registered once
+        assert model.document.callbacks.js_event_callbacks["document_ready"] == before
+
+
+def _run_js(code: str) -> object:
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    out = subprocess.run([node, "-e", code], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize(
+    ("ticks", "expected"),
+    [
+        ([63500.0, 63502.5, 63505.0, 63507.5], ["63.5000 ms", "63.5025 ms", "63.5050 ms", "63.5075 ms"]),
+        ([0.0, 250.0, 500.0, 750.0], ["0", "250 µs", "500 µs", "750 µs"]),
+        ([1e6, 1.5e6, 2e6], ["1.0 s", "1.5 s", "2.0 s"]),
+        ([0.2, 0.4, 0.6], ["200 ns", "400 ns", "600 ns"]),
+    ],
+)
+def test_time_ticks_are_as_precise_as_their_spacing(ticks, expected):
+    """The axis formatter run by node: neighbouring ticks never read the same."""
+    import json
+
+    from jupyter_torchprof.views.style import TIME_TICKS_JS
+
+    code = (
+        "const f = new Function('tick', 'index', 'ticks', " + json.dumps(TIME_TICKS_JS) + ");"
+        f"const ticks = {json.dumps(ticks)};"
+        "console.log(JSON.stringify(ticks.map((t, i) => f(t, i, ticks))));"
+    )
+    assert _run_js(code) == expected
+
+
+def test_timeline_tools_zoom_out_as_far_as_in_and_stay_on_screen(a100):
+    """Bokeh's zoom-out needs a factor below 0.5 (it asserts |f / (1 - f)| < 1)."""
+    from bokeh.models import ZoomInTool, ZoomOutTool
+
+    _, profile = a100
+    fig = Timeline(profile, max_glyphs=2000).figure
+    zin = next(t for t in fig.tools if isinstance(t, ZoomInTool))
+    zout = next(t for t in fig.tools if isinstance(t, ZoomOutTool))
+    assert zout.factor / (1 - zout.factor) < 1
+    # One click in and one out give back the span: (1 - f) * 1 / (1 - f).
+    assert zin.factor == zout.factor
+    assert fig.toolbar_location == "above"
+
+
+def test_compare_pages_take_the_full_width(shell):
+    """The diff, graph-break pages sit in boxes that would otherwise shrink a bokeh table to 0 px."""
+    pytest.importorskip("jupyter_bokeh")
+    from jupyter_torchprof.views.compare import ComparisonView
+
+    shell.run_cell("import torch\nm = torch.nn.Linear(8, 8)\nx = torch.randn(4, 8)")
+    shell.run_cell(
+        "%%torchprof --compare --backend aot_eager --steps 1 -q\nh = m(x)\nprint('b')\ny = h.sum()"
+    )
+    view = ComparisonView(shell.user_ns["_torchprof"])
+    page = view.body.children[0]
+    panes = [w for w in page.children if "jp-TorchProf-breaktable" in w._dom_classes]
+    assert panes and view.diff_pane.children
+    for w in (view.body, page, view.diff_pane, view.diff_pane.children[0], *panes):
+        assert w.layout.width == "100%", w
+    view.close()
