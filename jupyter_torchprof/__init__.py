@@ -20,16 +20,21 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension", "Profile"]
 
 
-def load(path: str, name: str | None = None) -> Profile | RankSet:
+def load(
+    path: str, name: str | None = None, client: Any = None, workers: int | None = None
+) -> Profile | RankSet:
     """Open a saved Kineto trace (``.json``/``.json.gz``) or a folder of them.
 
     A file gives a `Profile`. A folder (one trace per rank, or the layout
     ``tensorboard_trace_handler`` writes) gives a `RankSet` when it holds
-    several traces, or the `Profile` of its only trace.
+    several traces, or the `Profile` of its only trace. The ranks of a
+    folder are parsed in parallel: on ``client`` (a Dask distributed
+    ``Client``) when given, else in ``workers`` processes here (default:
+    one per core).
     """
     from .trace.loader import load as _load
 
-    return _load(path, name=name)
+    return _load(path, name=name, client=client, workers=workers)
 
 
 def load_ipython_extension(ipython: Any) -> None:

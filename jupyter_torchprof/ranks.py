@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from .analysis.findings.thresholds import THRESHOLDS
 from .profile import Profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .parallel import RankDigest
+    from .trace.parser import TraceMeta
 from .views.format import fmt_pct, fmt_time
 from .views.text import render_table
 
@@ -40,50 +44,63 @@ def cross_rank_table(profiles: Sequence[Profile]) -> pd.DataFrame:
     flagged when its step time or its work is more than `STRAGGLER_RATIO`
     times the median rank's.
     """
+    rows = []
+    for i, p in enumerate(profiles):
+        row = rank_row(p)
+        if row["rank"] is None:
+            row["rank"] = i
+        rows.append(row)
+    return finish_rank_table(rows)
+
+
+def rank_row(p: Profile) -> dict[str, Any]:
+    """One rank's row of `cross_rank_table`, before the columns that compare ranks.
+
+    ``rank`` is None when the trace does not record it (the table then
+    uses the rank's position).
+    """
     from .analysis import steps as steps_mod
     from .analysis.kernels import union_length
     from .trace.loader import worker_of
 
-    rows = []
-    for i, p in enumerate(profiles):
-        s = p.summary
-        per = max(s["steps"], 1)
-        k = p.kernels
-        comm = float(k.loc[k["family"] == "communication", "total_us"].sum()) if not k.empty else 0.0
-        compute = (
-            float(k.loc[(k["family"] != "communication") & (k["kind"] == "kernel"), "total_us"].sum())
-            if not k.empty
-            else 0.0
-        )
-        if not s["device_traced"]:
-            if s["steps"]:
-                comm = float(p.steps["host_comm_us"].sum())
-            else:
-                ev = p._data.events
-                rows_c = steps_mod.collective_rows(ev)
-                t = ev["ts"].to_numpy()[rows_c]
-                comm = union_length(t, t + ev["dur"].to_numpy()[rows_c])
-        rows.append(
-            {
-                "rank": p.meta.rank if p.meta.rank is not None else i,
-                "worker": worker_of(Path(p.meta.path)) if p.meta.path else p.name,
-                "file": Path(p.meta.path).name if p.meta.path else "",
-                "steps": s["steps"],
-                "wall_per_step_us": s["wall_per_step_us"],
-                "cpu_busy_per_step_us": s["cpu_busy_per_step_us"],
-                "device_busy_per_step_us": s["device_busy_per_step_us"],
-                "device_idle_per_step_us": (
-                    max(s["wall_per_step_us"] - s["device_busy_per_step_us"], 0.0)
-                    if s["device_traced"]
-                    else np.nan
-                ),
-                "device_busy_pct": s["device_busy_pct"],
-                "comm_per_step_us": comm / per,
-                "compute_per_step_us": compute / per,
-                "work_per_step_us": max(s["wall_per_step_us"] - comm / per, 0.0),
-            }
-        )
-    table = pd.DataFrame(rows)
+    s = p.summary
+    per = max(s["steps"], 1)
+    k = p.kernels
+    comm = float(k.loc[k["family"] == "communication", "total_us"].sum()) if not k.empty else 0.0
+    compute = (
+        float(k.loc[(k["family"] != "communication") & (k["kind"] == "kernel"), "total_us"].sum())
+        if not k.empty
+        else 0.0
+    )
+    if not s["device_traced"]:
+        if s["steps"]:
+            comm = float(p.steps["host_comm_us"].sum())
+        else:
+            ev = p._data.events
+            rows_c = steps_mod.collective_rows(ev)
+            t = ev["ts"].to_numpy()[rows_c]
+            comm = union_length(t, t + ev["dur"].to_numpy()[rows_c])
+    return {
+        "rank": p.meta.rank,
+        "worker": worker_of(Path(p.meta.path)) if p.meta.path else p.name,
+        "file": Path(p.meta.path).name if p.meta.path else "",
+        "steps": s["steps"],
+        "wall_per_step_us": s["wall_per_step_us"],
+        "cpu_busy_per_step_us": s["cpu_busy_per_step_us"],
+        "device_busy_per_step_us": s["device_busy_per_step_us"],
+        "device_idle_per_step_us": (
+            max(s["wall_per_step_us"] - s["device_busy_per_step_us"], 0.0) if s["device_traced"] else np.nan
+        ),
+        "device_busy_pct": s["device_busy_pct"],
+        "comm_per_step_us": comm / per,
+        "compute_per_step_us": compute / per,
+        "work_per_step_us": max(s["wall_per_step_us"] - comm / per, 0.0),
+    }
+
+
+def finish_rank_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The cross-rank table from the ranks' rows: medians, ratios, stragglers, sorted by rank."""
+    table = pd.DataFrame(list(rows))
     if table.empty:
         return table
     for col, out in (("wall_per_step_us", "vs_median"), ("work_per_step_us", "work_vs_median")):
@@ -93,73 +110,168 @@ def cross_rank_table(profiles: Sequence[Profile]) -> pd.DataFrame:
     return table.sort_values(["rank", "file"], kind="stable").reset_index(drop=True)
 
 
+class _Loaded:
+    """A rank held as a full `Profile` (what a `RankDigest` is for a rank parsed elsewhere)."""
+
+    def __init__(self, p: Profile) -> None:
+        self.p = p
+        self.meta = p.meta
+        self.name = p.name
+        self._row: dict[str, Any] | None = None
+
+    @property
+    def row(self) -> dict[str, Any]:
+        if self._row is None:
+            self._row = rank_row(self.p)
+        return self._row
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.p.summary
+
+    @property
+    def findings(self) -> pd.DataFrame:
+        return self.p.findings
+
+    def profile(self) -> Profile:
+        return self.p
+
+
 class RankSet:
-    """The Profiles of several ranks, indexed by rank.
+    """The ranks of one distributed job, indexed by rank.
+
+    A set loaded from a folder (`from_files`) keeps each rank's summary,
+    tables and findings, computed in worker processes (or on a Dask
+    cluster), not its events: ``ranks[r]`` parses rank ``r``'s file again
+    the first time it is asked for, and keeps that `Profile`.
 
     Parameters
     ----------
     profiles
-        One Profile per rank.
+        One Profile per rank, already loaded.
     name
         Label for the set (usually the folder name).
+    notes
+        Lines about the folder (files that could not be read).
+    digests
+        Ranks parsed elsewhere (`parallel.RankDigest`), beside or instead of ``profiles``.
     """
 
-    def __init__(self, profiles: Sequence[Profile], name: str = "ranks", notes: Sequence[str] = ()) -> None:
-        self.profiles = sorted(
-            profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0, str(p.meta.path or p.name))
+    def __init__(
+        self,
+        profiles: Sequence[Profile] = (),
+        name: str = "ranks",
+        notes: Sequence[str] = (),
+        *,
+        digests: Sequence[RankDigest] = (),
+    ) -> None:
+        entries: list[_Loaded | RankDigest] = [_Loaded(p) for p in profiles]
+        entries += list(digests)
+        self._entries = sorted(
+            entries, key=lambda e: (e.meta.rank is None, e.meta.rank or 0, str(e.meta.path or e.name))
         )
+        self._loaded: dict[int, Profile] = {}
         self.name = name
         #: Files of the folder that could not be read (one line each).
         self.notes = list(notes)
 
     @classmethod
-    def from_files(cls, files: Sequence[Path], name: str = "ranks") -> RankSet:
-        """Load one Profile per trace file.
+    def from_files(
+        cls, files: Sequence[Path], name: str = "ranks", client: Any = None, workers: int | None = None
+    ) -> RankSet:
+        """Load one rank per trace file, in parallel (see `parallel.digest_files`).
 
         Files that are not readable traces are skipped with a warning that
         names each (and listed in `notes`); if none is readable, the first
         file's `TraceError` is raised.
+
+        Parameters
+        ----------
+        files
+            One trace file per rank.
+        name
+            Label for the set.
+        client
+            A ``dask.distributed.Client`` to parse the files on; None parses
+            them in worker processes on this machine's cores.
+        workers
+            Worker processes on this machine (default: one per core, at most
+            one per file; 1 parses in this process).
         """
         import warnings
 
-        from .errors import TraceError
+        from .parallel import digest_files
 
-        profiles, errors = [], []
-        for f in files:
-            try:
-                profiles.append(Profile.from_file(f))
-            except TraceError as exc:
-                errors.append(exc)
-        if not profiles:
+        digests, errors = digest_files(files, client=client, workers=workers)
+        if not digests:
             raise errors[0]
+        for d in digests:
+            for msg in d.meta.warnings:
+                warnings.warn(msg, stacklevel=2)
         notes = [f"skipped {e}" for e in errors]
         for note in notes:
             warnings.warn(note, stacklevel=2)
-        return cls(profiles, name=name, notes=notes)
+        return cls(name=name, notes=notes, digests=digests)
 
     @property
     def ranks(self) -> list[int | None]:
         """The rank of each profile (None when its trace does not say)."""
-        return [p.meta.rank for p in self.profiles]
+        return [e.meta.rank for e in self._entries]
+
+    @property
+    def metas(self) -> list[TraceMeta]:
+        """Each rank's trace metadata, in rank order (no events are loaded)."""
+        return [e.meta for e in self._entries]
+
+    @property
+    def summaries(self) -> list[dict[str, Any]]:
+        """Each rank's `Profile.summary`, in rank order (no events are loaded)."""
+        return [e.summary for e in self._entries]
+
+    def tables(self, position: int) -> dict[str, pd.DataFrame]:
+        """The ops, kernels, steps and streams tables of the rank at ``position``, without its events."""
+        e = self._entries[position]
+        if isinstance(e, _Loaded):
+            from .parallel import DIGEST_TABLES
+
+            return {t: getattr(e.p, t) for t in DIGEST_TABLES}
+        return e.tables
+
+    def profile_at(self, position: int) -> Profile:
+        """The full `Profile` of the rank at ``position`` (parsed from its file on first use)."""
+        if position not in self._loaded:
+            self._loaded[position] = self._entries[position].profile()
+        return self._loaded[position]
+
+    @property
+    def profiles(self) -> list[Profile]:
+        """Every rank's full `Profile` (parses each rank not loaded yet)."""
+        return [self.profile_at(i) for i in range(len(self._entries))]
 
     def __len__(self) -> int:
-        return len(self.profiles)
+        return len(self._entries)
 
     def __iter__(self) -> Iterator[Profile]:
-        return iter(self.profiles)
+        return (self.profile_at(i) for i in range(len(self._entries)))
 
     def __getitem__(self, rank: int) -> Profile:
         """The profile of ``rank`` (by recorded rank, else by position)."""
-        for p in self.profiles:
-            if p.meta.rank == rank:
-                return p
-        return self.profiles[rank]
+        for i, e in enumerate(self._entries):
+            if e.meta.rank == rank:
+                return self.profile_at(i)
+        return self.profile_at(range(len(self._entries))[rank])
 
     @property
     def table(self) -> pd.DataFrame:
         """The cross-rank table (see `cross_rank_table`)."""
         if "_table" not in self.__dict__:
-            self.__dict__["_table"] = cross_rank_table(self.profiles)
+            rows = []
+            for i, e in enumerate(self._entries):
+                row = dict(e.row)
+                if row["rank"] is None:
+                    row["rank"] = i
+                rows.append(row)
+            self.__dict__["_table"] = finish_rank_table(rows)
         return self.__dict__["_table"]
 
     @property
@@ -189,8 +301,8 @@ class RankSet:
             self.__dict__["_findings"] = merge_rank_findings(
                 self.straggler_findings,
                 [
-                    (p.meta.rank if p.meta.rank is not None else i, p.findings)
-                    for i, p in enumerate(self.profiles)
+                    (e.meta.rank if e.meta.rank is not None else i, e.findings)
+                    for i, e in enumerate(self._entries)
                 ],
             )
         return self.__dict__["_findings"]

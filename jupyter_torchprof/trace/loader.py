@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TraceError
 
@@ -285,8 +285,14 @@ def _entries(folder: Path) -> list[Path]:
         return []
 
 
-def load(path: str | Path, name: str | None = None) -> Profile | RankSet:
+def load(
+    path: str | Path, name: str | None = None, client: Any = None, workers: int | None = None
+) -> Profile | RankSet:
     """Load a trace file, or a folder of traces (see module docs).
+
+    A folder of several traces is parsed in parallel: on ``client`` (a
+    ``dask.distributed.Client``) when given, else in ``workers`` processes
+    on this machine (default: one per core; see `parallel.digest_files`).
 
     Raises
     ------
@@ -320,4 +326,4 @@ def load(path: str | Path, name: str | None = None) -> Profile | RankSet:
         return Profile(parse_with_device(files[0]), name=name)
     from ..ranks import RankSet
 
-    return RankSet.from_files(files, name=name or p.name)
+    return RankSet.from_files(files, name=name or p.name, client=client, workers=workers)

@@ -1,0 +1,144 @@
+"""Ranks parsed in parallel: worker processes or a Dask cluster give what one process gives.
+
+The folder holds copies of real traces with their ``distributedInfo.rank``
+rewritten (written to a temporary folder, never beside the shared traces),
+so the job has ranks of very different step times and a straggler.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from tracefiles import raw_events, real_trace
+
+from jupyter_torchprof import load
+from jupyter_torchprof.parallel import RankDigest, digest_files
+from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.ranks import RankSet
+
+#: Rank -> the real trace its copy is made from.
+SOURCES = {
+    0: "a100_nccl_rank0.pt.trace.json.gz",
+    1: "a100_nccl_rank0.pt.trace.json.gz",
+    2: "gp100_sgd_step_user_annotation.pt.trace.json.gz",
+    3: "mi250_rocm_train.pt.trace.json.gz",
+}
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("job")
+    for rank, name in SOURCES.items():
+        with gzip.open(real_trace(name), "rt") as fh:
+            doc = json.load(fh)
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": len(SOURCES)}
+        with gzip.open(folder / f"rank{rank}.pt.trace.json.gz", "wt") as fh:
+            json.dump(doc, fh)
+    return folder
+
+
+def _in_one_process(folder) -> RankSet:
+    """The reference: every rank a full Profile, loaded one after another here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return RankSet([Profile.from_file(f) for f in sorted(folder.iterdir())], name=folder.name)
+
+
+def _same(a: RankSet, b: RankSet) -> None:
+    pd.testing.assert_frame_equal(a.table, b.table)
+    assert a.stragglers == b.stragglers
+    fa, fb = a.findings, b.findings
+    assert list(fa.columns) == list(fb.columns) and len(fa) == len(fb)
+    for col in fa.columns:
+        for x, y in zip(fa[col], fb[col], strict=True):
+            if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+                np.testing.assert_array_equal(x, y)
+            elif isinstance(x, float) and np.isnan(x):
+                assert isinstance(y, float) and np.isnan(y)
+            else:
+                assert x == y, col
+
+
+@pytest.fixture(scope="module")
+def reference(job):
+    return _in_one_process(job)
+
+
+def test_reference_matches_the_raw_files(job, reference):
+    # Independent of the parser: step counts and step times from the json module.
+    table = reference.table.set_index("rank")
+    assert sorted(table.index) == sorted(SOURCES)
+    for rank in (0, 1):  # every ProfilerStep of the A100 trace is a full step
+        raw = [e for e in raw_events(job / f"rank{rank}.pt.trace.json.gz") if e.get("ph") == "X"]
+        steps = [e["dur"] for e in raw if e["name"].startswith("ProfilerStep#")]
+        assert table.loc[rank, "steps"] == len(steps)
+        assert table.loc[rank, "wall_per_step_us"] == pytest.approx(sum(steps) / len(steps))
+    assert reference.stragglers  # ranks of such different step times hold a straggler
+
+
+def test_worker_processes_give_the_same_tables_and_findings(job, reference):
+    ranks = load(str(job), workers=2)
+    assert isinstance(ranks, RankSet)
+    assert all(isinstance(e, RankDigest) for e in ranks._entries)  # events stayed in the workers
+    assert not ranks._loaded
+    _same(ranks, reference)
+    for i in range(len(ranks)):
+        ref = reference.tables(i)
+        for name, table in ranks.tables(i).items():
+            pd.testing.assert_frame_equal(table, ref[name])
+    assert ranks.summaries == reference.summaries
+
+
+def test_in_process_path_gives_the_same(job, reference):
+    _same(load(str(job), workers=1), reference)
+
+
+def test_events_of_a_rank_load_on_demand(job, reference):
+    ranks = load(str(job), workers=2)
+    p = ranks[2]
+    assert list(ranks._loaded) == [2]
+    assert p.meta.rank == 2 and p.trace_path == job / "rank2.pt.trace.json.gz"
+    pd.testing.assert_frame_equal(p.events, reference[2].events)
+    assert ranks[2] is p  # kept once loaded
+
+
+def test_unreadable_rank_is_skipped_in_the_workers(job, tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for f in job.iterdir():
+        (folder / f.name).symlink_to(f)
+    (folder / "broken.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a"')
+    with pytest.warns(UserWarning, match="broken.pt.trace.json"):
+        ranks = load(str(folder), workers=2)
+    assert len(ranks) == len(SOURCES)
+    assert any("broken.pt.trace.json" in n for n in ranks.notes)
+
+
+def test_no_readable_rank_raises_the_first_error(tmp_path):
+    for i in range(2):
+        (tmp_path / f"bad{i}.pt.trace.json").write_text("[")
+    digests, errors = digest_files(sorted(tmp_path.iterdir()), workers=2)
+    assert not digests and len(errors) == 2
+    assert all("bad" in str(e) for e in errors)
+
+
+def test_dask_cluster_gives_the_same(job, reference):
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed")
+    with (
+        distributed.LocalCluster(
+            processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        ranks = load(str(job), client=client)
+        workers = client.run(lambda: __import__("os").getpid())
+        packages = client.run(lambda: __import__("jupyter_torchprof").__file__)
+    assert len(set(workers.values())) == 2
+    # the workers ran this checkout's code, not some other installed copy
+    assert set(packages.values()) == {__import__("jupyter_torchprof").__file__}
+    _same(ranks, reference)
