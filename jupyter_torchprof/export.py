@@ -294,3 +294,45 @@ def _copy_device_files(profile: Profile, folder: Path, result: ExportResult) -> 
         copied += 1
     if copied:
         result.messages.append(f"{copied} device trace file(s) copied beside the trace (load() finds them)")
+
+
+def export_result(result: Any, path: str | Path, force: bool = False, table: str = "ops") -> list[str]:
+    """Write a Profile, or both sides of a Comparison, to ``path``; the files written, as text.
+
+    A Profile goes to `export`. A Comparison (anything with ``eager`` and
+    ``compiled``) writes one report with both sides and the diff for
+    ``pair.html``; other suffixes write ``pair.eager.*`` and
+    ``pair.compiled.*``; an existing folder gets ``eager/``, ``compiled/`` and
+    ``comparison.html``. Refuses (ExportError, one line) before writing anything.
+    """
+    path = Path(path).expanduser()
+    targets: list[tuple[Any, Path]] = []
+    report: Path | None = None  # a Comparison's own report (both sides and the diff)
+    if not hasattr(result, "eager"):
+        if not callable(getattr(result, "export", None)):
+            raise ExportError(
+                "--export works for one profile (or --compare); export ranks one by one: ranks[0].export(...)"
+            )
+        targets.append((result, path))
+    elif not path.is_dir() and path.name.lower().endswith(".html"):
+        report = path
+    else:
+        report = path / "comparison.html" if path.is_dir() else None
+        for label, side in (("eager", result.eager), ("compiled", result.compiled)):
+            if side is None:
+                continue
+            if path.is_dir():
+                sub = path / label
+                sub.mkdir(exist_ok=True)
+                targets.append((side, sub))
+            else:
+                stem, dot, rest = path.name.partition(".")
+                targets.append((side, path.with_name(f"{stem}.{label}{dot}{rest}")))
+    if report is not None:
+        plan(report, force=force)  # refuse before writing anything
+    written = [str(side.export(target, force=force, table=table)) for side, target in targets]
+    if report is not None:
+        from .views.report import write_report
+
+        written.append(str(write_report(result, report, force=force)))
+    return written

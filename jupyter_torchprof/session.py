@@ -487,54 +487,18 @@ class RunSession:
         return args.row_limit if args.row_limit is not None else self.settings.row_limit
 
     def _export(self, result: Any, args: argparse.Namespace) -> None:
-        """``--export``: write the result; problems are one clear line."""
+        """``--export``: write the result (see `export.export_result`); problems are one clear line."""
         if not args.export:
             return
-        from .comparison import Comparison
-        from .export import ExportError
-        from .profile import Profile
+        from .export import ExportError, export_result
 
-        targets: list[tuple[Any, Path]] = []
-        path = Path(args.export).expanduser()
-        report: Path | None = None  # a Comparison's own report (both sides and the diff)
-        if isinstance(result, Profile):
-            targets.append((result, path))
-        elif isinstance(result, Comparison) and not path.is_dir() and path.name.lower().endswith(".html"):
-            report = path
-        elif isinstance(result, Comparison):
-            report = path / "comparison.html" if path.is_dir() else None
-            for label, p in (("eager", result.eager), ("compiled", result.compiled)):
-                if p is None:
-                    continue
-                if path.is_dir():
-                    sub = path / label
-                    sub.mkdir(exist_ok=True)
-                    targets.append((p, sub))
-                else:
-                    name = path.name
-                    stem, dot, rest = name.partition(".")
-                    targets.append((p, path.with_name(f"{stem}.{label}{dot}{rest}")))
-        else:
-            raise UsageError(
-                "--export works for one profile (or --compare); export ranks one by one: ranks[0].export(...)"
-            )
         try:
-            if report is not None:
-                from .export import plan
-
-                plan(report, force=args.force)  # refuse before writing anything
-            for profile, target in targets:
-                done = profile.export(target, force=args.force, table=args.export_table)
-                if not args.quiet:
-                    print(str(done))
-            if report is not None:
-                from .views.report import write_report
-
-                done = write_report(result, report, force=args.force)
-                if not args.quiet:
-                    print(str(done))
+            written = export_result(result, args.export, force=args.force, table=args.export_table)
         except ExportError as exc:
             raise UsageError(f"export: {exc}") from None
+        if not args.quiet:
+            for line in written:
+                print(line)
 
     def _publish(self, result: Any, args: argparse.Namespace) -> None:
         self.shell.user_ns["_torchprof"] = result
