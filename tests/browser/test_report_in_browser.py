@@ -14,6 +14,7 @@ Jupyter server (Playwright's download event) and loads back with
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from urllib.parse import urlparse
@@ -253,17 +254,20 @@ def test_export_control_downloads_through_the_server(page, lab, tmp_path):
     # JupyterLab resolved the relative link against the notebook's folder, on its /files/ route.
     page.wait_for_function("(a) => a.href.includes('/files/')", arg=link.element_handle(), timeout=20_000)
     href = link.get_attribute("href")
-    assert urlparse(href).path.endswith("/files/torchprof-exports/export-demo.json.gz"), href
-    written = folder / "export-demo.json.gz"
+    # The run's name and its run id (two runs of one cell never share a name).
+    m = re.search(r"/files/torchprof-exports/(export-demo-[A-Za-z0-9_.-]+)\.json\.gz$", urlparse(href).path)
+    assert m, href
+    stem = m.group(1)
+    written = folder / f"{stem}.json.gz"
     assert written.exists()
     text = box.locator(".jp-TorchProf-export-output").inner_text()
-    assert "wrote torchprof-exports/export-demo.json.gz" in text and "JSON" in text
+    assert f"wrote torchprof-exports/{stem}.json.gz" in text and "JSON" in text
     page.screenshot(path=str(_shots(tmp_path) / "export_control_trace.png"))
 
     with page.expect_download(timeout=30_000) as info:
         link.click()
     download = info.value
-    assert download.suggested_filename == "export-demo.json.gz"
+    assert download.suggested_filename == f"{stem}.json.gz"
     got = tmp_path / "downloaded.json.gz"
     download.save_as(str(got))
     assert got.read_bytes() == written.read_bytes()
@@ -273,15 +277,15 @@ def test_export_control_downloads_through_the_server(page, lab, tmp_path):
 
     # The report, through the same route; a second export never overwrites.
     _export(view, "report (.html) · opens offline")
-    box.locator("a.jp-TorchProf-export-link", has_text="export-demo.html").wait_for(timeout=60_000)
+    box.locator("a.jp-TorchProf-export-link", has_text=f"{stem}.html").wait_for(timeout=60_000)
     _export(view, "report (.html) · opens offline")
-    box.locator("a.jp-TorchProf-export-link", has_text="export-demo-2.html").wait_for(timeout=60_000)
+    box.locator("a.jp-TorchProf-export-link", has_text=f"{stem}-2.html").wait_for(timeout=60_000)
     with page.expect_download(timeout=30_000) as info:
         box.locator("a.jp-TorchProf-export-link").click()
     report = tmp_path / "report.html"
     info.value.save_as(str(report))
-    assert report.read_bytes() == (folder / "export-demo-2.html").read_bytes()
-    assert (folder / "export-demo.html").exists()
+    assert report.read_bytes() == (folder / f"{stem}-2.html").read_bytes()
+    assert (folder / f"{stem}.html").exists()
 
     # Bad input: the folder cannot be made (a file has its name): one line, in the control.
     shutil.rmtree(folder)
