@@ -27,7 +27,7 @@ as a user waits for it; peak RSS is the process's ``ru_maxrss``.
 Usage::
 
     python benchmarks/bench_load.py [--events 1000000] [--steps 5] [--real 3] [--repeat 3]
-        [--trace FILE ...] [--no-hta] [--hta-timeout 900] [--source DIR]
+        [--trace FILE ...] [--no-hta] [--hta-timeout 900] [--source DIR [--source OLD_DIR]]
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRACE_DIR = Path(os.environ.get("TORCHPROF_TRACE_DIR", ROOT.parent / "shared" / "traces" / "kineto"))
 TABLES = ("ops", "kernels", "steps", "streams", "summary", "events")
-CONTENDERS = ("ours", "orjson", "gunzip", "hta")
 LABELS = {"ours": "ours", "orjson": "orjson", "gunzip": "gunzip", "hta": "HTA"}
 
 
@@ -98,6 +97,11 @@ def _child(kind: str, path: str) -> dict:
         raise SystemExit(f"unknown contender {kind}")
     out["wall_s"] = time.perf_counter() - t0
     out["cpu_s"] = time.process_time() - c0
+    # VmHWM, not the parent's ru_maxrss of the child: Linux carries the
+    # high-water mark across fork + exec, so a big parent inflates it.
+    with open("/proc/self/status") as fh:
+        hwm = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    out["peak_rss_mb"] = hwm / 1e3
     # Worker processes (if a contender used any) count towards its memory.
     out["children_maxrss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e3
     return out
@@ -126,7 +130,7 @@ def run_contender(kind: str, path: Path, timeout: float, source: Path) -> dict:
         if time.monotonic() > deadline:
             proc.kill()
             _, status, usage = os.wait4(proc.pid, 0)
-            return {"timed_out": True, "wall_s": timeout, "peak_rss_mb": usage.ru_maxrss / 1e3}
+            return {"timed_out": True, "wall_s": timeout}
         time.sleep(0.02)
     process_s = time.perf_counter() - start
     out_text = proc.stdout.read().decode() if proc.stdout else ""
@@ -134,7 +138,7 @@ def run_contender(kind: str, path: Path, timeout: float, source: Path) -> dict:
         return {"failed": True, "status": status}
     result = json.loads(out_text.strip().splitlines()[-1])
     result["process_s"] = process_s
-    result["peak_rss_mb"] = max(usage.ru_maxrss / 1e3, result.get("children_maxrss_mb", 0.0))
+    result["peak_rss_mb"] = max(result["peak_rss_mb"], result.get("children_maxrss_mb", 0.0))
     return result
 
 
@@ -142,12 +146,16 @@ def _ok(r: dict) -> bool:
     return "wall_s" in r and not r.get("timed_out") and not r.get("failed")
 
 
-def interleaved(kinds: list[str], path: Path, repeat: int, hta_timeout: float, source: Path) -> dict:
+#: A contender: its label, what the child runs, and the tree it imports the package from.
+Contender = tuple[str, str, Path]
+
+
+def interleaved(contenders: list[Contender], path: Path, repeat: int, hta_timeout: float) -> dict:
     """``repeat`` rounds, each running every contender once, in turn."""
-    runs: dict[str, list[dict]] = {k: [] for k in kinds}
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in contenders}
     for _ in range(repeat):
-        for kind in kinds:
-            runs[kind].append(run_contender(kind, path, hta_timeout if kind == "hta" else 3600, source))
+        for label, kind, source in contenders:
+            runs[label].append(run_contender(kind, path, hta_timeout if kind == "hta" else 3600, source))
     return runs
 
 
@@ -174,37 +182,38 @@ def real_traces(count: int) -> list[Path]:
     return [p for _, p in sorted(sized, key=lambda sp: -sp[0])[:count]]
 
 
-def bench(path: Path, kinds: list[str], repeat: int, hta_timeout: float, source: Path) -> None:
-    runs = interleaved(kinds, path, repeat, hta_timeout, source)
+def bench(path: Path, contenders: list[Contender], repeat: int, hta_timeout: float) -> None:
+    runs = interleaved(contenders, path, repeat, hta_timeout)
     json_mb = median_of(runs["gunzip"], "json_mb") if "gunzip" in runs else "?"
     print(
         f"\n== {path.name}: {path.stat().st_size / 1e6:.1f} MB on disk, {json_mb} MB of JSON, {repeat} rounds"
     )
-    fallback = {r.get("fallback") for r in runs.get("ours", []) if _ok(r)}
-    if fallback - {None}:
-        print(f"   (ours left the fast path: {sorted(map(str, fallback - {None}))})")
+    ours = [label for label, kind, _ in contenders if kind == "ours"]
+    for label in ours:
+        fallback = {r.get("fallback") for r in runs[label] if _ok(r)} - {None}
+        if fallback:
+            print(f"   ({label} left the fast path: {sorted(map(str, fallback))})")
     print(
         f"{'contender':10s} {'events':>9s} {'wall s':>8s} {'cpu s':>8s} {'process s':>10s} {'peak RSS MB':>12s}"
     )
-    for kind in kinds:
-        r = runs[kind]
+    for label, _, _ in contenders:
+        r = runs[label]
         events = next((x.get("events") for x in r if _ok(x) and "events" in x), "-")
         print(
-            f"{LABELS[kind]:10s} {events!s:>9s} {median_of(r, 'wall_s'):>8s} {median_of(r, 'cpu_s'):>8s}"
+            f"{label:10s} {events!s:>9s} {median_of(r, 'wall_s'):>8s} {median_of(r, 'cpu_s'):>8s}"
             f" {median_of(r, 'process_s'):>10s} {median_of(r, 'peak_rss_mb'):>12s}"
         )
-    if "hta" in runs:
-        print(
-            f"HTA / ours: wall {ratio_of(runs['hta'], runs['ours'], 'wall_s')}, process"
-            f" {ratio_of(runs['hta'], runs['ours'], 'process_s')}, peak RSS"
-            f" {ratio_of(runs['hta'], runs['ours'], 'peak_rss_mb')}"
-        )
-    print(
-        f"ours / orjson: wall {ratio_of(runs['ours'], runs['orjson'], 'wall_s')}, process"
-        f" {ratio_of(runs['ours'], runs['orjson'], 'process_s')}, peak RSS"
-        f" {ratio_of(runs['ours'], runs['orjson'], 'peak_rss_mb')}"
-    )
-    print(f"ours / gunzip: wall {ratio_of(runs['ours'], runs['gunzip'], 'wall_s')} (goal 1: <= 4x)")
+
+    def line(a: str, b: str, keys: tuple[str, ...] = ("wall_s", "cpu_s", "process_s", "peak_rss_mb")) -> str:
+        names = {"wall_s": "wall", "cpu_s": "cpu", "process_s": "process", "peak_rss_mb": "peak RSS"}
+        return f"{a} / {b}: " + ", ".join(f"{names[k]} {ratio_of(runs[a], runs[b], k)}" for k in keys)
+
+    for other in ours[1:]:
+        print(line(other, ours[0]))
+    if "HTA" in runs:
+        print(line("HTA", "ours"))
+    print(line("ours", "orjson"))
+    print(line("ours", "gunzip", ("wall_s", "cpu_s")) + " (goal 1: <= 4x)")
 
 
 def _hta_installed(source: Path) -> bool:
@@ -224,14 +233,21 @@ def main() -> None:
     parser.add_argument("--no-hta", action="store_true", help="leave HTA out")
     parser.add_argument("--hta-timeout", type=float, default=900, help="seconds HTA may take per run")
     parser.add_argument("--trace", type=Path, action="append", help="trace(s) to use instead of the defaults")
-    parser.add_argument("--source", type=Path, default=ROOT, help="tree to import jupyter_torchprof from")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        action="append",
+        help="tree to import jupyter_torchprof from (default: this checkout); given twice or more,"
+        " ours runs once per tree in each round (ours, ours@2, ...), for a before/after",
+    )
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "torchprof-bench")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(_child(*args.child)))
         return
 
-    source = args.source.resolve()
+    sources = [src.resolve() for src in (args.source or [ROOT])]
+    source = sources[0]
     traces = list(args.trace or [])
     if not traces:
         traces = real_traces(args.real)
@@ -239,22 +255,33 @@ def main() -> None:
             print(f"(no real traces in {TRACE_DIR}; synthetic only)")
         if args.events:
             sys.path.insert(0, str(HERE))
-            from make_synthetic_trace import synthetic_name, write_trace
+            from make_synthetic_trace import synthetic_name
 
             synthetic = args.out / synthetic_name(args.events, args.steps)
             if not synthetic.exists():
-                n = write_trace(synthetic, args.events, steps=args.steps)
-                print(f"wrote {n} synthetic events to {synthetic}")
+                # In a process of its own: the text of a big trace would stay in this
+                # process's memory, which every contender forked from here would count.
+                subprocess.run(
+                    [sys.executable, str(HERE / "make_synthetic_trace.py"), "--events", str(args.events)]
+                    + ["--steps", str(args.steps), "--out", str(args.out)],
+                    check=True,
+                )
             traces.append(synthetic)
-    kinds = [k for k in CONTENDERS if k != "hta" or (not args.no_hta and _hta_installed(source))]
-    if "hta" not in kinds and not args.no_hta:
+    contenders: list[Contender] = [("ours", "ours", source)]
+    contenders += [(f"ours@{i + 2}", "ours", src) for i, src in enumerate(sources[1:])]
+    contenders += [(LABELS[k], k, source) for k in ("orjson", "gunzip")]
+    if args.no_hta:
+        pass
+    elif _hta_installed(source):
+        contenders.append(("HTA", "hta", source))
+    else:
         print("(HTA is not installed: pip install HolisticTraceAnalysis)")
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f},"
-        f" package from {source}"
+        f" package from {', '.join(map(str, sources))}"
     )
     for path in traces:
-        bench(path.resolve(), kinds, args.repeat, args.hta_timeout, source)
+        bench(path.resolve(), contenders, args.repeat, args.hta_timeout)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ tables, a few kilobytes to a few megabytes per rank instead of its events
 On one machine the map runs in a `concurrent.futures.ProcessPoolExecutor`
 with the ``spawn`` start method: a notebook kernel has threads (IPython's
 history, ipykernel's heartbeat, torch's pools) that ``fork`` would copy in
-a locked state. Past one machine the same function runs on a Dask
+a locked state. A spawned worker needs a second or two to import pandas
+and this package, so the notebook's process, whose imports are done,
+parses ranks too (`_share_with_pool`): one worker per core but one, each
+given a rank only once it has started, and no slower than parsing the
+ranks one by one here when the job is small. Past one machine the same function runs on a Dask
 distributed ``Client`` (``load(folder, client=client)``): Dask schedules
 plain Python functions over processes on many hosts with no code of ours
 on the workers beyond this package, and a Jupyter user can start one with
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -60,6 +65,8 @@ class RankDigest:
         `Profile.findings`.
     tables
         `DIGEST_TABLES` by name.
+    pid
+        The process that parsed the rank.
     """
 
     path: str
@@ -69,6 +76,7 @@ class RankDigest:
     row: dict[str, Any]
     findings: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    pid: int = field(default_factory=os.getpid)
 
     def profile(self) -> Profile:
         """The rank's full `Profile`, parsed again from its file."""
@@ -114,7 +122,7 @@ def digest_file(path: str) -> RankDigest | _Failed:
 
 
 def worker_count(n_files: int) -> int:
-    """Worker processes for ``n_files`` traces: one per usable core, at most one per file."""
+    """Processes to parse ``n_files`` traces with, this one included: one per usable core, at most one per file."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -122,8 +130,74 @@ def worker_count(n_files: int) -> int:
     return max(1, min(n_files, cores))
 
 
+def _warm() -> None:
+    """Run first in each worker: returns once the worker has started and imported the parser."""
+    from . import profile  # noqa: F401
+
+
+class _Tasks:
+    """The files still to parse, taken one at a time by this process and by the pool's feeders."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.results: list[Any] = [None] * len(paths)
+        self.next = 0
+        self.done = 0
+        self.cond = threading.Condition()
+
+    def take(self) -> int | None:
+        with self.cond:
+            if self.next >= len(self.paths):
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def finish(self, i: int, result: Any) -> None:
+        with self.cond:
+            self.results[i] = result
+            self.done += 1
+            self.cond.notify_all()
+
+    def wait(self) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.done == len(self.paths))
+
+
+def _feed(pool: ProcessPoolExecutor, tasks: _Tasks) -> None:
+    """Keep one rank in flight in the pool, from the moment a worker has started."""
+    try:
+        pool.submit(_warm).result()
+    except Exception:  # cancelled (every rank was parsed first) or a broken pool: this process parses them
+        return
+    while (i := tasks.take()) is not None:
+        try:
+            result: Any = pool.submit(digest_file, tasks.paths[i]).result()
+        except BaseException as exc:  # a bug, or a worker killed: re-raised by the caller
+            result = exc
+        tasks.finish(i, result)
+
+
+def _share_with_pool(paths: list[str], workers: int, here: bool = True) -> list[Any]:
+    """Digest ``paths`` in ``workers`` spawned processes and (``here``) in this one, whichever is free first."""
+    tasks = _Tasks(paths)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        for _ in range(workers):
+            threading.Thread(target=_feed, args=(pool, tasks), daemon=True).start()
+        while here and (i := tasks.take()) is not None:
+            tasks.finish(i, digest_file(paths[i]))
+        tasks.wait()
+    finally:
+        # Workers still starting are not waited for: they exit once started.
+        pool.shutdown(wait=False, cancel_futures=True)
+    for r in tasks.results:
+        if isinstance(r, BaseException):
+            raise r
+    return tasks.results
+
+
 def digest_files(
-    files: Sequence[Path], client: Any = None, workers: int | None = None
+    files: Sequence[Path], client: Any = None, workers: int | None = None, here: bool = True
 ) -> tuple[list[RankDigest], list[TraceError]]:
     """Digest every file: on ``client`` (a Dask ``Client``), in worker processes, or here.
 
@@ -134,8 +208,11 @@ def digest_files(
     client
         A ``dask.distributed.Client``; None runs on this machine.
     workers
-        Processes to use on this machine (default `worker_count`); 1 parses
-        in this process.
+        Processes to parse with on this machine, this one included (default
+        `worker_count`); 1 parses in this process only.
+    here
+        Whether this process parses ranks too while its workers start
+        (False: only the ``workers`` spawned processes do).
 
     Returns
     -------
@@ -151,9 +228,7 @@ def digest_files(
         if n == 1:
             results = [digest_file(p) for p in paths]
         else:
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=n, mp_context=context) as pool:
-                results = list(pool.map(digest_file, paths))
+            results = _share_with_pool(paths, n - 1 if here else n, here)
     digests = [r for r in results if isinstance(r, RankDigest)]
     errors = [TraceError(r.path, r.problem) for r in results if isinstance(r, _Failed)]
     return digests, errors

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import warnings
 
 import numpy as np
@@ -82,10 +83,10 @@ def test_reference_matches_the_raw_files(job, reference):
 
 
 def test_worker_processes_give_the_same_tables_and_findings(job, reference):
-    ranks = load(str(job), workers=2)
-    assert isinstance(ranks, RankSet)
-    assert all(isinstance(e, RankDigest) for e in ranks._entries)  # events stayed in the workers
-    assert not ranks._loaded
+    digests, errors = digest_files(sorted(job.iterdir()), workers=2, here=False)
+    assert not errors
+    assert os.getpid() not in {d.pid for d in digests}  # every rank parsed in a worker
+    ranks = RankSet(digests=digests, name=job.name)
     _same(ranks, reference)
     for i in range(len(ranks)):
         ref = reference.tables(i)
@@ -94,8 +95,18 @@ def test_worker_processes_give_the_same_tables_and_findings(job, reference):
     assert ranks.summaries == reference.summaries
 
 
+def test_load_shares_the_ranks_with_its_workers(job, reference):
+    ranks = load(str(job), workers=2)
+    assert isinstance(ranks, RankSet)
+    assert all(isinstance(e, RankDigest) for e in ranks._entries)  # no rank's events kept
+    assert not ranks._loaded
+    _same(ranks, reference)
+
+
 def test_in_process_path_gives_the_same(job, reference):
-    _same(load(str(job), workers=1), reference)
+    ranks = load(str(job), workers=1)
+    assert {e.pid for e in ranks._entries} == {os.getpid()}
+    _same(ranks, reference)
 
 
 def test_events_of_a_rank_load_on_demand(job, reference):
