@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .analysis import diff as diff_mod
-from .views.format import fmt_time
+from .format import fmt_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from .capture.compile import CompileStats

@@ -582,7 +582,7 @@ def _device_accounting(
 
 def step_notes(steps: pd.DataFrame, summary: dict[str, Any]) -> list[str]:
     """What the reader must know about the steps: those left out, device work not in them."""
-    from ..views.format import fmt_time
+    from ..format import fmt_time
 
     notes = []
     if steps.empty:

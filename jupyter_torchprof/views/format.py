@@ -1,100 +1,27 @@
-"""Number formatting shared by the text, HTML and interactive views."""
+"""Number formatting for the views: `jupyter_torchprof.format` (moved there so analysis can use it)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from typing import Any
+from ..format import (
+    ellipsize,
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_pct,
+    fmt_time,
+    headline_chips,
+    per_step_label,
+    totals_label,
+)
 
-
-def fmt_time(us: float | None) -> str:
-    """A duration in µs as a short human string: ``812 ns``, ``12.3 µs``, ``4.56 ms``."""
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "–"
-    a = abs(us)
-    if a == 0:
-        return "0"
-    if a < 1:
-        return f"{us * 1e3:.0f} ns"
-    if a < 1e3:
-        return f"{us:.3g} µs" if a < 100 else f"{us:.0f} µs"
-    if a < 1e6:
-        return f"{us / 1e3:.3g} ms" if a < 1e5 else f"{us / 1e3:.0f} ms"
-    return f"{us / 1e6:.3g} s"
-
-
-def fmt_pct(p: float | None) -> str:
-    """A percentage with one decimal (``–`` when unknown)."""
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "–"
-    return f"{p:.1f}%"
-
-
-def fmt_bytes(b: float | None) -> str:
-    """A byte count with a binary unit (``–`` when unknown)."""
-    if b is None or (isinstance(b, float) and math.isnan(b)):
-        return "–"
-    a = abs(b)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if a >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
-
-
-def fmt_count(n: float | None) -> str:
-    """An integer count with thousands separators."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "–"
-    return f"{int(n):,}"
-
-
-def fmt_flops(f: float | None) -> str:
-    """A FLOP count with an SI prefix."""
-    if f is None or (isinstance(f, float) and math.isnan(f)) or f == 0:
-        return "–"
-    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if f >= scale:
-            return f"{f / scale:.3g} {unit}"
-    return f"{f:.0f} FLOP"
-
-
-def ellipsize(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` characters, marking the cut with ``…``."""
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
-
-
-def headline_chips(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Device, steps and wall / CPU / device time per step as ``(label, value)`` pairs.
-
-    The headline of the inline view and of the HTML report; each adds its own
-    chips after these.
-    """
-    steps = int(summary.get("steps") or 0)
-    per = "/step" if steps else ""
-    chips = [
-        ("device", str(summary.get("device", "?"))),
-        ("steps", str(steps) if steps else "whole trace"),
-        ("wall", f"{fmt_time(summary.get('wall_per_step_us'))}{per}"),
-        ("CPU busy", f"{fmt_time(summary.get('cpu_busy_per_step_us'))}{per}"),
-    ]
-    if summary.get("device_traced"):
-        busy = fmt_time(summary.get("device_busy_per_step_us"))
-        chips.append(("device busy", f"{busy}{per} ({fmt_pct(summary.get('device_busy_pct'))})"))
-    return chips
-
-
-def totals_label(steps: int) -> str:
-    """What the op and kernel tables hold: ``totals over 3 steps`` (or the whole trace).
-
-    The tables sum over every profiled step, as ``key_averages()`` does,
-    while the summary chips are per step; every table says which it shows.
-    """
-    steps = int(steps or 0)
-    if steps <= 0:
-        return "totals over the whole trace"
-    return f"totals over {steps} step{'s' if steps != 1 else ''}"
-
-
-def per_step_label(steps: int) -> str:
-    """What a per-step table holds: ``per step (totals ÷ 3)``."""
-    return f"per step (totals ÷ {max(int(steps or 0), 1)})"
+__all__ = [
+    "ellipsize",
+    "fmt_bytes",
+    "fmt_count",
+    "fmt_flops",
+    "fmt_pct",
+    "fmt_time",
+    "headline_chips",
+    "per_step_label",
+    "totals_label",
+]

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ...format import fmt_bytes, fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_bytes, fmt_time
 from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
 from .sync import cause_label
 from .thresholds import Thresholds

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ...format import fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_time
 from .intervals import merge, overlap_with
 from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
 from .thresholds import Thresholds

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...format import fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_time
 from ..names import describe_kernel
 from .intervals import merge, overlap_with
 from .model import HIGH, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ...format import fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_time
 from .intervals import idle_segments, merge
 from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
 from .sync import is_blocking_call

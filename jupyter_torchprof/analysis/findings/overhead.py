@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...format import fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_time
 from .intervals import merge
 from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
 from .sync import blocking_rows

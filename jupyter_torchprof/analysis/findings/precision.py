@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ...views.format import fmt_time
+from ...format import fmt_time
 from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
 

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...format import fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_time
 from .intervals import merge
 from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...format import fmt_time
 from ...trace import categories as K
-from ...views.format import fmt_time
 from ..names import describe_kernel
 from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
