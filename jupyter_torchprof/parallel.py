@@ -13,7 +13,10 @@ a locked state. A spawned worker needs a second or two to import pandas
 and this package, so the notebook's process, whose imports are done,
 parses ranks too (`_share_with_pool`): one worker per core but one, each
 given a rank only once it has started, and no slower than parsing the
-ranks one by one here when the job is small. Past one machine the same function runs on a Dask
+ranks one by one here when the job is small. As with any use of
+``spawn``, a script (not a notebook) that loads a folder at its top level
+needs the ``if __name__ == "__main__":`` guard; without it the workers
+fail to start and this process parses every rank itself. Past one machine the same function runs on a Dask
 distributed ``Client`` (``load(folder, client=client)``): Dask schedules
 plain Python functions over processes on many hosts with no code of ours
 on the workers beyond this package, and a Jupyter user can start one with
