@@ -15,8 +15,10 @@ parses ranks too (`_share_with_pool`): one worker per core but one, each
 given a rank only once it has started, and no slower than parsing the
 ranks one by one here when the job is small. As with any use of
 ``spawn``, a script (not a notebook) that loads a folder at its top level
-needs the ``if __name__ == "__main__":`` guard; without it the workers
-fail to start and this process parses every rank itself. Past one machine the same function runs on a Dask
+needs the ``if __name__ == "__main__":`` guard: each worker imports the
+script again, and a load it reaches there raises (`_not_while_starting`),
+so the worker fails to start, with that message, instead of parsing the
+whole job a second time; this process then parses every rank itself. Past one machine the same function runs on a Dask
 distributed ``Client`` (``load(folder, client=client)``): Dask schedules
 plain Python functions over processes on many hosts with no code of ours
 on the workers beyond this package, and a Jupyter user can start one with
@@ -180,8 +182,18 @@ def _feed(pool: ProcessPoolExecutor, tasks: _Tasks) -> None:
         tasks.finish(i, result)
 
 
+def _not_while_starting() -> None:
+    """Refuse to start workers from a worker that is still importing the main script."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            "jupyter_torchprof.load(folder) ran while a worker process was importing the main script:"
+            ' put the script\'s top level under  if __name__ == "__main__":'
+        )
+
+
 def _share_with_pool(paths: list[str], workers: int, here: bool = True) -> list[Any]:
     """Digest ``paths`` in ``workers`` spawned processes and (``here``) in this one, whichever is free first."""
+    _not_while_starting()
     tasks = _Tasks(paths)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
-from tracefiles import raw_events, real_trace
+from tracefiles import ROOT, raw_events, real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.parallel import RankDigest, digest_files
@@ -136,6 +138,21 @@ def test_no_readable_rank_raises_the_first_error(tmp_path):
     digests, errors = digest_files(sorted(tmp_path.iterdir()), workers=2)
     assert not digests and len(errors) == 2
     assert all("bad" in str(e) for e in errors)
+
+
+def test_script_without_main_guard_loads_once(job, tmp_path):
+    # spawn imports the script again in each worker: the load it reaches
+    # there must not parse the job a second time.
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import jupyter_torchprof\n"
+        f"r = jupyter_torchprof.load({str(job)!r}, workers=2)\n"
+        "print('loaded', len(r), flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [f"loaded {len(SOURCES)}"]
 
 
 def test_dask_cluster_gives_the_same(job, reference):
