@@ -106,6 +106,20 @@ _TABLES_JS = """
 }
 """
 
+# The first name cell of the first table under ``root``.
+_FIRST_NAME_CELL_JS = """
+(root) => {
+  const walk = (node) => {
+    for (const el of node.querySelectorAll('*')) {
+      if (el.classList && el.classList.contains('slick-cell') && el.classList.contains('l0')) return el;
+      if (el.shadowRoot) { const found = walk(el.shadowRoot); if (found) return found; }
+    }
+    return null;
+  };
+  return walk(root);
+}
+"""
+
 # The timeline figure under ``root``: its visible x range, and the labels its
 # axis gives the ticks of that range.
 _RANGE_JS = """
@@ -268,6 +282,13 @@ def _check_kernels(page, expected: dict) -> None:
         assert all(r[occ] != "0.0" for r in table["rows"]), [r[occ] for r in table["rows"]]
     # Columns past the right edge are reached by scrolling sideways.
     assert table["scrollable"], "the kernel table's wide columns cannot be reached"
+    # A name cut short tells the whole name on hover (squeeze one cell as a
+    # narrow window would, then move the mouse onto it).
+    cell = page.evaluate_handle(_FIRST_NAME_CELL_JS, pane.element_handle())
+    cell.evaluate("(c) => { c.style.width = '60px'; }")
+    cell.hover()
+    page.wait_for_function("(c) => c.getAttribute('title') === c.textContent", arg=cell, timeout=10_000)
+    assert cell.evaluate("(c) => c.textContent") == table["rows"][0][0]
     _shot(view, "gpu-kernels")
 
 
