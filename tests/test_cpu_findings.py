@@ -193,11 +193,13 @@ def test_few_large_ops_are_not_tiny_and_fill_the_step(shell):
 
 
 def test_time_outside_ops_from_the_file(shell):
-    p = run(shell, "%%torchprof --steps 2 -q\ny = x @ x\ntime.sleep(0.03)", "x = torch.randn(64, 64)")
+    # A sleep far longer than the op: on a loaded machine even a small matmul
+    # can take milliseconds, and the step must still be mostly outside ops.
+    p = run(shell, "%%torchprof --steps 2 -q\ny = x @ x\ntime.sleep(0.2)", "x = torch.randn(16, 16)")
     ev = events(p)
     ops = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] == "cpu_op"]
     outside = sum((hi - lo) - union_in(ops, lo, hi) for _, lo, hi in steps(ev)) / len(steps(ev))
-    assert outside >= 30_000
+    assert outside >= 200_000
     (row,) = rows(p, "outside_ops").to_dict("records")
     assert row["impact_us"] == pytest.approx(outside, rel=1e-6)
     assert row["impact_us"] <= p.summary["wall_per_step_us"]

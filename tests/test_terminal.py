@@ -8,11 +8,14 @@ its own).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -44,6 +47,8 @@ def _screen_lines(raw: str) -> list[str]:
 
 def _run_in_pty(code: str, tmp_path: Path, timeout: float = 120) -> str:
     master, slave = pty.openpty()
+    # A terminal has a size: 100 columns, as a person's window might.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
     env = dict(os.environ, PYTHONPATH=str(ROOT), TORCHPROF_RUN_DIR=str(tmp_path / "runs"), TERM="xterm")
     proc = subprocess.Popen(
         [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "-c", code],

@@ -167,6 +167,9 @@ def _terminal_stream() -> Any:
 def _columns() -> int:
     """The terminal's width (80 when unknown)."""
     try:
-        return max(os.get_terminal_size(2).columns, 20)
+        columns = os.get_terminal_size(2).columns
     except (OSError, ValueError):
         return 80
+    # A terminal that reports no size (a fresh pseudo-terminal says 0) is
+    # taken for the usual 80 columns, not cut to nothing.
+    return columns if columns >= 20 else 80
