@@ -498,7 +498,7 @@ class Profile:
         bundle.update(interactive_bundle(self, include, exclude))
         return bundle
 
-    def view(self, max_glyphs: int = 100_000) -> Any:
+    def view(self, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
         """The interactive view (ipywidgets + bokeh): tables, timeline, memory.
 
         Display it in a notebook cell; ``%%torchprof`` shows it by itself.
@@ -507,10 +507,14 @@ class Profile:
         ----------
         max_glyphs
             Most timeline glyphs sent to the browser for any window.
+        all_frames
+            With ``--stack``, also draw the Python frames of the kernel
+            machinery (ipykernel, tornado, IPython, torchprof's own threads),
+            hidden by default so the cell's own frames show.
         """
         from .views.widget import ProfileView
 
-        return ProfileView(self, max_glyphs=max_glyphs)
+        return ProfileView(self, max_glyphs=max_glyphs, all_frames=all_frames)
 
 
 _SORT_ALIASES = {

@@ -51,3 +51,23 @@ def test_a_stack_run_keeps_the_cells_frames_and_hides_the_machinery(shell):
     parent = ev["parent"].to_numpy()
     builtin_kept = [i for i in np.flatnonzero(py & ~hidden) if names[i].startswith("<built-in method relu")]
     assert builtin_kept and all(not hidden[parent[i]] for i in builtin_kept)
+
+
+def test_the_timeline_hides_the_machinery_unless_asked(shell):
+    from jupyter_torchprof.views.timeline import Timeline, layout
+
+    shell.run_cell("import torch\nx = torch.randn(4, 4)\ndef user_fn(t):\n    return (t @ t).sum()\n")
+    shell.run_cell_magic("torchprof", "--stack --steps 1 --warmup 0 -q -o r", "user_fn(x)\n")
+    p = shell.user_ns["r"]
+    ev = p.events
+    hidden = machinery_frames(ev, ev["parent"].to_numpy(), ev["depth"].to_numpy())
+    _, row, _ = layout(p)
+    _, row_all, _ = layout(p, all_frames=True)
+    assert (row[hidden] < 0).all()  # not drawn
+    assert (row_all[hidden] >= 0).sum() > 0  # drawn when asked
+    names = ev["name"].astype(str).to_numpy()
+    user = np.flatnonzero(np.char.endswith(names.astype(str), ": user_fn"))
+    assert len(user) and (row[user] >= 0).all()
+    tl = Timeline(p)
+    assert tl.machinery_hidden == int(hidden.sum()) > 0
+    assert Timeline(p, all_frames=True).machinery_hidden == 0

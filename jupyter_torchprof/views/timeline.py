@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.frames import machinery_frames
 from ..analysis.lod import Glyphs, LodIndex, ancestor_count
 from ..trace import categories as K
 from .format import ellipsize, fmt_bytes, fmt_time
@@ -43,7 +44,6 @@ from .style import (
     PALETTE,
     follow_theme,
     name_colour,
-    plot_stylesheet,
     time_tick_formatter,
 )
 
@@ -115,8 +115,12 @@ def _device_label(meta: Any, device: int, stream: int) -> str:
     return f"{base} · stream {stream}"
 
 
-def layout(profile: Profile) -> tuple[list[Lane], np.ndarray, np.ndarray]:
+def layout(profile: Profile, all_frames: bool = False) -> tuple[list[Lane], np.ndarray, np.ndarray]:
     """Lanes and the timeline row of every event.
+
+    Python frames of the kernel machinery (ipykernel, tornado, IPython, our
+    own progress thread: `analysis.frames.machinery_frames`) are left out
+    unless ``all_frames``; threads that ran only those disappear with them.
 
     Returns
     -------
@@ -134,6 +138,8 @@ def layout(profile: Profile) -> tuple[list[Lane], np.ndarray, np.ndarray]:
     depth = ev["depth"].to_numpy()
     is_op = np.isin(kind, OP_LANE_KINDS)
     is_py = kind == K.PYTHON_FUNCTION
+    if not all_frames and is_py.any():
+        is_py &= ~machinery_frames(ev, parent, depth)
     is_dev = np.isin(kind, K.DEVICE_KINDS)
     level = np.full(n, -1, dtype=np.int64)
     if is_op.any():
@@ -302,6 +308,8 @@ class Timeline:
         Most glyphs sent for any window (host and device together).
     width_px
         Expected plot width, for the level of detail and labels.
+    all_frames
+        Also draw the Python frames of the kernel machinery (see `layout`).
     """
 
     def __init__(
@@ -310,6 +318,7 @@ class Timeline:
         window: tuple[float, float] | None = None,
         max_glyphs: int = 100_000,
         width_px: int = 1100,
+        all_frames: bool = False,
     ) -> None:
         self.profile = profile
         self.max_glyphs = int(max_glyphs)
@@ -317,14 +326,22 @@ class Timeline:
         self.on_pick: Callable[[list[tuple[str, str]]], None] | None = None
         ev = profile.events
         self._ev = ev
-        self.lanes, self.row, self.lane_of = layout(profile)
+        self.lanes, self.row, self.lane_of = layout(profile, all_frames)
         kind = ev["kind"].to_numpy(object)
         self._kind = kind
         ts = ev["ts"].to_numpy(np.float64)
         dur = np.nan_to_num(ev["dur"].to_numpy(np.float64), nan=0.0)
         self._ts, self._dur = ts, dur
         drawn = self.row >= 0
-        self.hidden = int((np.isin(kind, K.HOST_KINDS + K.DEVICE_KINDS) & ~drawn).sum())
+        machinery = (
+            machinery_frames(ev, ev["parent"].to_numpy(), ev["depth"].to_numpy())
+            if not all_frames and (kind == K.PYTHON_FUNCTION).any()
+            else np.zeros(len(ev), dtype=bool)
+        )
+        #: Python frames of the kernel machinery left out on purpose.
+        self.machinery_hidden = int(machinery.sum())
+        #: Events not drawn because they nest deeper than a lane shows.
+        self.hidden = int((np.isin(kind, K.HOST_KINDS + K.DEVICE_KINDS) & ~drawn & ~machinery).sum())
         self._host_rows = np.flatnonzero(drawn & ~np.isin(kind, K.DEVICE_KINDS))
         self._dev_rows = np.flatnonzero(drawn & np.isin(kind, K.DEVICE_KINDS))
         self._host_index = LodIndex(ts[self._host_rows], dur[self._host_rows], self.row[self._host_rows])
@@ -542,7 +559,6 @@ class Timeline:
             border_fill_alpha=0.0,
             outline_line_color=None,
             name="torchprof-timeline",
-            stylesheets=[plot_stylesheet()],
         )
         fig.xaxis.formatter = time_tick_formatter()
         fig.xaxis.axis_label = None

@@ -98,7 +98,9 @@ class ProfileView(W.VBox):
         Glyph budget of the timeline.
     """
 
-    def __init__(self, profile: Profile, max_glyphs: int = 100_000, **kwargs: Any) -> None:
+    def __init__(
+        self, profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False, **kwargs: Any
+    ) -> None:
         self.profile = profile
         self.header = W.HTML(header_html(profile))
         self.header.add_class("jp-TorchProf-headerbox")
@@ -106,8 +108,10 @@ class ProfileView(W.VBox):
         self.findings = W.HTML(self._findings_html())
         self.findings.add_class("jp-TorchProf-findingsbox")
         self.findings.layout.display = None if self.findings.value else "none"
+        # Full width, so a long line ends in an ellipsis instead of being cut.
+        self.findings.layout.width = "100%"
 
-        self.timeline = Timeline(profile, max_glyphs=max_glyphs)
+        self.timeline = Timeline(profile, max_glyphs=max_glyphs, all_frames=all_frames)
         self.ops = OpTable(profile)
         device = bool(profile.summary["device_traced"]) and not profile.kernels.empty
         self.kernels = KernelTable(profile) if device else None
@@ -270,6 +274,11 @@ class ProfileView(W.VBox):
             hint += " · narrow events are merged until you zoom in"
         if tl.hidden:
             hint += f" · {fmt_count(tl.hidden)} deeply nested events not drawn"
+        if tl.machinery_hidden:
+            hint += (
+                f" · {fmt_count(tl.machinery_hidden)} Python frames of the kernel machinery hidden "
+                "(Profile.view(all_frames=True) shows them)"
+            )
         self.tl_hint = W.HTML(f'<div class="jp-TorchProf-hint">{_esc(hint)}</div>')
         self.tl_detail = W.HTML()
         self.tl_detail.add_class("jp-TorchProf-detail")
@@ -406,7 +415,9 @@ def _bokeh_pane(model: Any) -> W.Widget:
                 super()._sync_model(model, content, buffers)
 
         _PANE = BokehPane
-    return _PANE(model, combine_events=True)
+    from .style import ready_on_document
+
+    return _PANE(ready_on_document(model), combine_events=True)
 
 
 _PANE: Any = None
