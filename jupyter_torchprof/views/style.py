@@ -167,21 +167,6 @@ obs.observe(document.body, {attributes: true, attributeFilter: ["data-jp-theme-n
 NEUTRAL = "#8c8c8c"
 
 
-#: Plot stylesheet: hover tooltips let the mouse through, so a wheel or a
-#: drag right after a hover reaches the plot and not the tooltip under the
-#: pointer (Ctrl + wheel was lost there).
-PLOT_CSS = """
-.bk-Tooltip, .bk-tooltip, :host(.bk-Tooltip) { pointer-events: none !important; }
-"""
-
-
-def plot_stylesheet() -> Any:
-    """An `InlineStyleSheet` for the timeline and memory plots (see `PLOT_CSS`)."""
-    from bokeh.models import InlineStyleSheet
-
-    return InlineStyleSheet(css=PLOT_CSS)
-
-
 def table_stylesheet() -> Any:
     """An `InlineStyleSheet` theming a DataTable with JupyterLab variables."""
     from bokeh.models import InlineStyleSheet

@@ -106,6 +106,23 @@ _TABLES_JS = """
 }
 """
 
+# True when a bokeh tooltip is on screen under ``root`` (through shadow roots).
+_TOOLTIP_SHOWN_JS = """
+(root) => {
+  const walk = (node) => {
+    for (const el of node.querySelectorAll('*')) {
+      if (el.classList && [...el.classList].some((c) => /tooltip/i.test(c))) {
+        const r = el.getBoundingClientRect();
+        if (r.width > 0 && r.height > 0 && getComputedStyle(el).display !== 'none') return true;
+      }
+      if (el.shadowRoot && walk(el.shadowRoot)) return true;
+    }
+    return false;
+  };
+  return walk(root);
+}
+"""
+
 # The first name cell of the first table under ``root``.
 _FIRST_NAME_CELL_JS = """
 (root) => {
@@ -127,13 +144,22 @@ _RANGE_JS = """
   const views = [...window.Bokeh.index].filter((v) => v.model.name === 'torchprof-timeline' && root.contains(v.el));
   if (!views.length) return null;
   const v = views[0], p = v.model;
+  const rect = v.canvas_view.el.getBoundingClientRect();
+  const f = v.frame;
   const axis = p.below[0];
   const ticks = axis.ticker.get_ticks(p.x_range.start, p.x_range.end, p.x_range, 0).major;
   const labels = axis.formatter.doFormat(ticks, {loc: 0});
-  const rect = v.canvas_view.el.getBoundingClientRect();
-  const f = v.frame;
   const drag = p.toolbar.active_drag;
-  return {start: p.x_range.start, end: p.x_range.end, labels, drag: drag && drag.type,
+  // The widest device glyph in view: where a hover shows a tooltip.
+  const d = p.document.get_model_by_name('torchprof-device').data;
+  let best = -1;
+  for (let i = 0; i < d.x.length; i++) {
+    const c = d.x[i] + d.w[i] / 2;
+    if (c > p.x_range.start && c < p.x_range.end && (best < 0 || d.w[i] > d.w[best])) best = i;
+  }
+  const glyph = best < 0 ? null : {x: rect.left + f.x_scale.compute(d.x[best] + d.w[best] / 2),
+                                   y: rect.top + f.y_scale.compute(d.y[best])};
+  return {start: p.x_range.start, end: p.x_range.end, labels, drag: drag && drag.type, glyph,
           frame: {x: rect.left + f.bbox.left, y: rect.top + f.bbox.top, w: f.bbox.width, h: f.bbox.height}};
 }
 """
@@ -169,14 +195,18 @@ def _tables(page, locator) -> list[dict]:
     return page.evaluate(_TABLES_JS, locator.element_handle())
 
 
-def _wait_table(page, locator, rows: int = 3, timeout: float = 30_000) -> dict:
-    """The first table under ``locator`` once it is drawn with ``rows`` rows on screen."""
+def _wait_table(page, locator, rows: int = 3, timeout: float = 30_000, until=None) -> dict:
+    """The first table under ``locator`` once it is drawn with ``rows`` rows on screen.
+
+    ``until(table)``, when given, must hold too (a state the table changes to).
+    """
     deadline = page.evaluate("Date.now()") + timeout
     tables: list[dict] = []
     while page.evaluate("Date.now()") < deadline:
         tables = _tables(page, locator)
         if tables and tables[0]["width"] > 50 and len(tables[0]["rows"]) >= rows:
-            return tables[0]
+            if until is None or until(tables[0]):
+                return tables[0]
         page.wait_for_timeout(250)
     raise AssertionError(f"no table drawn with {rows} rows: {[(t['width'], len(t['rows'])) for t in tables]}")
 
@@ -247,10 +277,11 @@ def _check_cpu_run(page, expected: dict) -> None:
     _shot(view, "cpu-ops-self")
     # Total mode: every header readable, the last one too.
     view.locator(".widget-toggle-button", has_text="total").first.click()
-    page.wait_for_timeout(800)
-    table = _wait_table(page, view.locator(".jp-TorchProf-optable"))
+    has_avg = lambda t: "CPU avg" in [h["text"] for h in t["headers"]]  # noqa: E731
+    table = _wait_table(page, view.locator(".jp-TorchProf-optable"), until=has_avg)
+    page.wait_for_timeout(500)  # the name column is refitted to the new columns
+    table = _wait_table(page, view.locator(".jp-TorchProf-optable"), until=has_avg)
     _check_headers(table)
-    assert "CPU avg" in [h["text"] for h in table["headers"]]
     _shot(view, "cpu-ops-total")
     view.locator(".widget-toggle-button", has_text="self").first.click()
 
@@ -338,9 +369,12 @@ def _check_timeline_tools(page, view) -> None:
     assert math.isclose(r["end"] - r["start"], width, rel_tol=1e-6), (before, r)
     assert math.isclose(r["start"] - before["start"], width * 200 / f["w"], rel_tol=0.05), (before, r)
 
-    # Ctrl + wheel right after a hover over a glyph still zooms.
-    page.mouse.move(f["x"] + f["w"] / 2, f["y"] + f["h"] - 8, steps=3)
-    page.wait_for_timeout(400)
+    # Ctrl + wheel right after a hover over a glyph (its tooltip under the mouse) still zooms.
+    g = _range(page, view)["glyph"]
+    page.mouse.move(g["x"] - 2, g["y"])
+    page.mouse.move(g["x"], g["y"], steps=3)
+    # (BokehJS puts the tooltip outside the view's element.)
+    page.wait_for_function(_TOOLTIP_SHOWN_JS, arg=page.locator("body").element_handle(), timeout=10_000)
     before = _range(page, view)
     page.keyboard.down("Control")
     page.mouse.wheel(0, -200)
