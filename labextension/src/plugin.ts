@@ -7,8 +7,10 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import { ICommandPalette, MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { NotebookActions } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { RunsApi } from './api';
 import { DiffView, panel, RunView } from './runpanel';
@@ -32,8 +34,15 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-torchprof:runs',
   description: 'Sidebar of %%torchprof runs: open, compare, download, delete.',
   autoStart: true,
-  optional: [ILayoutRestorer],
-  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null): void => {
+  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null,
+    settings: ISettingRegistry | null,
+    translator: ITranslator | null
+  ): void => {
+    const trans = (translator ?? nullTranslator).load('jupyter_torchprof');
     const api = new RunsApi(app.serviceManager.serverSettings);
     const runs = new WidgetTracker<MainAreaWidget<RunView>>({ namespace: 'jupyter-torchprof-run' });
     const diffs = new WidgetTracker<MainAreaWidget<DiffView>>({
@@ -42,10 +51,22 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
 
     const sidebar = new RunsSidebar({
       api,
+      trans,
       openRun: id => void app.commands.execute(CommandIDs.openRun, { id }),
       compare: (a, b) => void app.commands.execute(CommandIDs.compare, { a, b })
     });
     app.shell.add(sidebar, 'left', { rank: 650 });
+
+    // "Refresh every (seconds)" from the settings (schema/runs.json).
+    if (settings) {
+      const apply = (s: ISettingRegistry.ISettings) => {
+        sidebar.pollMs = 1000 * Number(s.get('refreshSeconds').composite ?? 4);
+      };
+      void settings.load(runsPlugin.id).then(s => {
+        apply(s);
+        s.changed.connect(apply);
+      }).catch(() => undefined); // no settings: the default period
+    }
 
     sidebar.runDeleted.connect((_, id) => {
       runs.forEach(w => {
@@ -61,7 +82,7 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     app.commands.addCommand(CommandIDs.openRun, {
-      label: 'Open Profiler Run',
+      label: trans.__('Open Profiler Run'),
       execute: async args => {
         const id = args.id as string;
         const trace = Number(args.trace ?? 0) || 0;
@@ -82,7 +103,7 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     app.commands.addCommand(CommandIDs.compare, {
-      label: 'Compare Profiler Runs',
+      label: trans.__('Compare Profiler Runs'),
       execute: async args => {
         const a = args.a as string;
         const b = args.b as string;
@@ -103,14 +124,20 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     app.commands.addCommand(CommandIDs.showRuns, {
-      label: 'Show Profiler Runs',
+      label: trans.__('Show Profiler Runs'),
       execute: () => app.shell.activateById(sidebar.id)
     });
 
     app.commands.addCommand(CommandIDs.refreshRuns, {
-      label: 'Refresh Profiler Runs',
+      label: trans.__('Refresh Profiler Runs'),
       execute: () => sidebar.refresh()
     });
+
+    if (palette) {
+      const category = trans.__('Profiler');
+      palette.addItem({ command: CommandIDs.showRuns, category });
+      palette.addItem({ command: CommandIDs.refreshRuns, category });
+    }
 
     // A %%torchprof cell writes its run before it finishes: list it right away.
     NotebookActions.executed.connect((_, { cell }) => {

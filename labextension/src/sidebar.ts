@@ -8,7 +8,9 @@
  */
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { deleteIcon, downloadIcon, refreshIcon } from '@jupyterlab/ui-components';
+import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { Message } from '@lumino/messaging';
+import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
@@ -38,6 +40,8 @@ export interface IRunsSidebarOptions {
   compare: (a: string, b: string) => void;
   /** Poll period while visible (ms). */
   pollMs?: number;
+  /** The translator's bundle for the sidebar's own strings. */
+  trans?: TranslationBundle;
 }
 
 export class RunsSidebar extends Widget {
@@ -54,7 +58,7 @@ export class RunsSidebar extends Widget {
   private _loaded = false;
   private readonly _selected = new Set<string>();
   private _signature = '';
-  private _timer: number | null = null;
+  private _poll: Poll | null = null;
   private _pending: number | null = null;
   private _inFlight: Promise<void> | null = null;
   private readonly _runDeleted = new Signal<this, string>(this);
@@ -66,17 +70,18 @@ export class RunsSidebar extends Widget {
     this.id = 'jupyter-torchprof-runs';
     this.addClass('jp-TorchProf-sidebar');
     this.title.icon = torchprofIcon;
-    this.title.caption = 'Profiler runs (%%torchprof)';
+    const trans = options.trans ?? nullTranslator.load('jupyter_torchprof');
+    this.title.caption = trans.__('Profiler runs (%%torchprof)');
 
     const header = el('div', 'jp-TorchProf-sidebarHeader');
-    header.appendChild(el('h2', 'jp-TorchProf-sidebarTitle', 'Profiler runs'));
+    header.appendChild(el('h2', 'jp-TorchProf-sidebarTitle', trans.__('Profiler runs')));
     const tools = el('div', 'jp-TorchProf-sidebarTools');
-    this._compareButton = el('button', 'jp-TorchProf-runButton jp-TorchProf-compare', 'Compare');
-    this._compareButton.title = 'Select two runs, then compare them (older = baseline)';
+    this._compareButton = el('button', 'jp-TorchProf-runButton jp-TorchProf-compare', trans.__('Compare'));
+    this._compareButton.title = trans.__('Select two runs, then compare them (older = baseline)');
     this._compareButton.disabled = true;
     this._compareButton.addEventListener('click', () => this._compareSelected());
     const refresh = el('button', 'jp-TorchProf-iconButton jp-TorchProf-refresh');
-    refresh.title = 'Refresh the list';
+    refresh.title = trans.__('Refresh the list');
     refresh.setAttribute('aria-label', 'Refresh');
     refresh.appendChild(refreshIcon.element({ tag: 'span' }));
     refresh.addEventListener('click', () => void this.refresh());
@@ -177,21 +182,37 @@ export class RunsSidebar extends Widget {
     super.dispose();
   }
 
+  /** The poll period (ms); the settings' "Refresh every" changes it while open. */
+  set pollMs(ms: number) {
+    this._options.pollMs = ms;
+    if (this._poll !== null) {
+      this._poll.frequency = this._frequency();
+    }
+  }
+
+  private _frequency(): { interval: number; backoff: boolean; max: number } {
+    const interval = Math.max(1000, this._options.pollMs ?? 4000);
+    // A server that does not answer is asked less and less often.
+    return { interval, backoff: true, max: 10 * interval };
+  }
+
   private _startPolling(): void {
-    if (this._timer !== null) {
+    if (this._poll !== null) {
       return;
     }
-    this._timer = window.setInterval(() => {
-      if (this.isVisible && document.visibilityState !== 'hidden') {
-        void this.refresh();
-      }
-    }, this._options.pollMs ?? 4000);
+    this._poll = new Poll({
+      factory: () => this.refresh(),
+      frequency: this._frequency(),
+      // Nothing to refresh while the panel or the browser tab is hidden.
+      standby: () => !this.isVisible || 'when-hidden',
+      name: 'jupyter-torchprof:runs'
+    });
   }
 
   private _stopPolling(): void {
-    if (this._timer !== null) {
-      window.clearInterval(this._timer);
-      this._timer = null;
+    if (this._poll !== null) {
+      this._poll.dispose();
+      this._poll = null;
     }
   }
 
