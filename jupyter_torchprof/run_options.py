@@ -17,6 +17,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from .analysis.ops import OP_TABLE_COLUMNS
 from .errors import TorchProfError
 
 #: Upper bounds of ``--steps`` and ``--warmup``: a notebook cell profiled more
@@ -25,19 +26,7 @@ MAX_STEPS = 10_000
 MAX_WARMUP = 10_000
 
 #: Op table columns present in every capture, for checking ``--sort`` early.
-_OP_COLUMNS = (
-    "name",
-    "kind",
-    "calls",
-    "self_cpu_us",
-    "cpu_total_us",
-    "self_device_us",
-    "device_total_us",
-    "self_cpu_pct",
-    "self_device_pct",
-    "cpu_mean_us",
-    "device_mean_us",
-)
+_OP_COLUMNS = OP_TABLE_COLUMNS
 _MEMORY_COLUMNS = ("self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes")
 
 

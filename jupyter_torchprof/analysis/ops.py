@@ -33,6 +33,22 @@ from .tree import children_sums, folded_into, subtree_sums
 STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
 STEP_ROW = "ProfilerStep*"
 
+#: The op table's columns in every profile, in order (grouping, FLOP and
+#: memory columns follow when asked for or recorded).
+OP_TABLE_COLUMNS = (
+    "name",
+    "kind",
+    "calls",
+    "self_cpu_us",
+    "cpu_total_us",
+    "self_device_us",
+    "device_total_us",
+    "self_cpu_pct",
+    "self_device_pct",
+    "cpu_mean_us",
+    "device_mean_us",
+)
+
 #: Group-by choices of `op_table`.
 GROUPINGS = ("name", "shape", "stack", "module")
 #: The events column each grouping adds to the key.
@@ -218,18 +234,7 @@ def op_table(
     table["cpu_mean_us"] = table["cpu_total_us"] / table["calls"]
     table["device_mean_us"] = table["device_total_us"] / table["calls"]
 
-    stats = [
-        "kind",
-        "calls",
-        "self_cpu_us",
-        "cpu_total_us",
-        "self_device_us",
-        "device_total_us",
-        "self_cpu_pct",
-        "self_device_pct",
-        "cpu_mean_us",
-        "device_mean_us",
-    ]
+    stats = list(OP_TABLE_COLUMNS[1:])
     grouping = keys[1:]
     rest = [c for c in table.columns if c not in ["name", *stats, *grouping]]
     table = table[["name", *stats, *grouping, *rest]]

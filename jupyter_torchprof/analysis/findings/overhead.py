@@ -14,22 +14,14 @@ import numpy as np
 
 from ...format import fmt_time
 from ...trace import categories as K
-from .intervals import merge
 from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
-from .sync import blocking_rows
+from .sync import blocked_time, blocking_rows
 from .thresholds import Thresholds
 
 
 def sync_wait_per_step(inp: Inputs) -> float:
     """Host time per step spent inside blocking sync calls (overlaps once)."""
-    rows = blocking_rows(inp)
-    total = 0.0
-    for lo, hi in inp.windows:
-        s = np.clip(inp.ts[rows], lo, hi)
-        e = np.clip(inp.end[rows], lo, hi)
-        bs, be = merge(s, e)
-        total += float((be - bs).sum())
-    return total / inp.n_steps
+    return blocked_time(inp, blocking_rows(inp)) / inp.n_steps
 
 
 def _top_self_cpu_ops(inp: Inputs, n: int = 5) -> list[str]:
