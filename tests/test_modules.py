@@ -106,7 +106,7 @@ def test_view_offers_module_grouping_and_finds_its_events(run):
     assert set(run.module_of.iloc[rows]) == {"model.2 (Linear)"}
 
 
-def test_module_kernels_on_a_constructed_gpu_trace(tmp_path):
+def _constructed(tmp_path):
     """Constructed (not captured): a module range, two ops inside, each launching one kernel."""
     ev = [
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
@@ -129,7 +129,11 @@ def test_module_kernels_on_a_constructed_gpu_trace(tmp_path):
     ]  # fmt: skip
     path = tmp_path / "constructed.json"
     path.write_text(json.dumps({"traceEvents": ev}))
-    p = load(str(path))
+    return load(str(path))
+
+
+def test_module_kernels_on_a_constructed_gpu_trace(tmp_path):
+    p = _constructed(tmp_path)
     k = p.module_kernels("net (Block)").set_index("name")
     assert set(k.index) == {"gemm_kernel", "relu_kernel"}
     assert k.loc["gemm_kernel", "total_us"] == 15
@@ -155,3 +159,23 @@ def test_no_modules_no_grouping(tmp_path):
     p = load(str(path))
     assert p.modules.empty
     assert "module" not in available_groupings(p)
+
+
+def test_kernel_view_shows_the_kernels_of_one_module(tmp_path):
+    from jupyter_torchprof.views.tables import KernelTable
+
+    p = _constructed(tmp_path)
+    table = KernelTable(p)
+    assert set(table.shown["name"]) == {"gemm_kernel", "relu_kernel", "reduce_kernel"}
+    table.update(module="net (Block)")
+    assert set(table.shown["name"]) == {"gemm_kernel", "relu_kernel"}
+    assert "launched inside net (Block)" in table.status()
+    table.update(module="")
+    assert len(table.shown) == 3
+    view = p.view()
+    try:
+        assert view.k_module.options[1] == ("net (Block)", "net (Block)")
+        view.k_module.value = "net (Block)"
+        assert set(view.kernels.shown["name"]) == {"gemm_kernel", "relu_kernel"}
+    finally:
+        view.close()

@@ -641,10 +641,16 @@ class KernelTable:
     """
 
     def __init__(
-        self, profile: Profile, pattern: str = "", limit: int = DEFAULT_ROWS, per_step: bool = False
+        self,
+        profile: Profile,
+        pattern: str = "",
+        limit: int = DEFAULT_ROWS,
+        per_step: bool = False,
+        module: str = "",
     ) -> None:
         self.profile = profile
         self.per_step = per_step
+        self.module = module
         self.pattern = pattern
         self.limit = limit
         self.filter_mode = ""
@@ -657,7 +663,9 @@ class KernelTable:
 
     @property
     def full(self) -> pd.DataFrame:
-        """Every kernel row (exact)."""
+        """Every kernel row (exact), or those launched inside ``module`` when one is chosen."""
+        if self.module:
+            return self.profile.module_kernels(self.module)
         return self.profile.kernels
 
     def _rows(self) -> pd.DataFrame:
@@ -704,11 +712,19 @@ class KernelTable:
         return [c for c in cols if c.field != "launched_by" or self.shown["launched_by"].ne("").any()]
 
     def update(
-        self, pattern: str | None = None, limit: int | None = None, per_step: bool | None = None
+        self,
+        pattern: str | None = None,
+        limit: int | None = None,
+        per_step: bool | None = None,
+        module: str | None = None,
     ) -> None:
-        """Change the filter, the row limit or totals / per step, and send the new rows."""
+        """Change the filter, the module, the row limit or totals / per step, and send the new rows."""
         if per_step is not None:
             self.per_step = bool(per_step)
+        if module is not None:
+            if module and module not in set(self.profile.modules["module"]):
+                raise ValueError(f"no module {module!r} in this profile")
+            self.module = module
         if pattern is not None:
             self.pattern = pattern
         if limit is not None:
@@ -723,6 +739,8 @@ class KernelTable:
         """One line: what is shown and the exact total over every kernel."""
         full = self.full
         parts = _shown_parts(self, "kernels", "total time")
+        if self.module:
+            parts.append(f"launched inside {self.module}")
         parts.append(_what_label(self))
         if self.per_step:
             n = self.profile.step_count

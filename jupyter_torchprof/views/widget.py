@@ -231,6 +231,16 @@ class ProfileView(W.VBox):
             layout=W.Layout(width="380px"),
         )
         self.k_filter.add_class("jp-TorchProf-filter")
+        modules = list(self.profile.modules["module"]) if not self.profile.modules.empty else []
+        # Module → its kernels: only where modules were recorded (--modules, --stack).
+        self.k_module = W.Dropdown(
+            options=[("all modules", "")] + [(m, m) for m in modules],
+            value="",
+            description="launched in",
+            layout=W.Layout(width="auto", display=None if modules else "none"),
+            style={"description_width": "initial"},
+        )
+        self.k_module.add_class("jp-TorchProf-module")
         self.k_per_step = _per_step_toggle(self.profile)
         self.k_status = W.HTML()
         self.k_status.add_class("jp-TorchProf-status")
@@ -251,13 +261,14 @@ class ProfileView(W.VBox):
             self._clear_selection(self.k_selection, self.k_goto)
 
         self.k_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
+        self.k_module.observe(lambda ch: refresh(module=ch["new"]), "value")
         self.k_per_step.observe(lambda ch: refresh(per_step=ch["new"]), "value")
         self.k_all.on_click(lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS))
         self.k_goto.on_click(lambda _: self._goto(self._k_rows))
         table.source.selected.on_change("indices", self._table_selection("kernels"))
         self._sync_table_footer(table, self.k_status, self.k_all)
 
-        controls = W.HBox([self.k_filter, self.k_per_step])
+        controls = W.HBox([self.k_filter, self.k_module, self.k_per_step])
         controls.add_class("jp-TorchProf-controls")
         footer = W.HBox([self.k_status, self.k_all])
         footer.add_class("jp-TorchProf-footer")
