@@ -245,6 +245,25 @@ async def test_run_lists_its_device_files(jp_fetch, store, run_root):
     assert small["device_files"] == []
 
 
+async def test_run_tables_carry_the_memory_peaks(jp_fetch, store, run_root):
+    _shell_runs(run_root, ["%%torchprof --memory --steps 2 -q --name with-memory\ny = model(x)"])
+    run_id = ids_by_name(store)["with-memory"]
+    data = await get_json(jp_fetch, "runs", run_id, "tables")
+    rows = {r["device"]: r for r in table_rows(data["memory"])}
+    mem = [
+        e["args"]
+        for e in raw_events(store.run_dir(run_id) / "trace.json.gz")
+        if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 0
+    ]
+    assert mem, "the capture recorded CPU memory"
+    assert rows["CPU"]["peak_bytes"] == max(a["Total Allocated"] for a in mem)
+    assert rows["CPU"]["allocations"] == sum(1 for a in mem if a["Bytes"] > 0)
+    assert rows["CPU"]["relative"] is True
+    # no --memory: no rows
+    small = await get_json(jp_fetch, "runs", ids_by_name(store)["small"], "tables")
+    assert small["memory"]["rows"] == []
+
+
 async def test_download_trace_loads_back(jp_fetch, store, tmp_path):
     run_id = ids_by_name(store)["small"]
     resp = await jp_fetch("jupyter-torchprof", "runs", run_id, "trace")

@@ -44,6 +44,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from ..analysis.memory import memory_peaks
 from ..store import RunStore, _json_safe, is_run_id
 
 #: Rows of a table sent by default (the biggest first); ``?limit=`` changes it.
@@ -355,6 +356,10 @@ class RunTablesHandler(RunsBase):
         limit = self.limit()
         path, traces = await self.trace_path(run_id)
         info = await self.in_store(lambda: self.store.read_info(run_id))
+        run_dir = self.store.run_dir(run_id)
+        info["device_files"] = await self.in_store(
+            lambda: [f.relative_to(run_dir).as_posix() for f in self.store.device_files(run_id)]
+        )
 
         def work() -> dict[str, Any]:
             key = ("tables", *ProfileCache.file_key(path), limit)
@@ -369,6 +374,7 @@ class RunTablesHandler(RunsBase):
                     "kernels": frame_json(_sorted_kernels(p.kernels), limit),
                     "steps": frame_json(p.steps),
                     "findings": frame_json(_finding_rows(p.findings)),
+                    "memory": frame_json(memory_peaks(p.memory_events)),
                 }
 
             return self.cache.payload(key, tables)

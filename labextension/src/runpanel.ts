@@ -20,6 +20,7 @@ import {
   HEADLINE_COLUMNS,
   KERNEL_COLUMNS,
   KERNEL_DIFF_COLUMNS,
+  MEMORY_COLUMNS,
   OP_COLUMNS,
   OP_DIFF_COLUMNS,
   RunInfo,
@@ -170,6 +171,11 @@ export class RunView extends Widget {
         ? `loaded ${fmtDate(info.created)}${info.source ? ` from ${info.source}` : ''}`
         : `captured ${fmtDate(info.created)}${info.notebook ? ` in ${info.notebook}` : ''}`;
     header.appendChild(el('div', 'jp-TorchProf-runSubtitle', `${made} · ${info.id}`));
+    if (info.device_files && info.device_files.length > 0) {
+      header.appendChild(
+        el('div', 'jp-TorchProf-runSubtitle jp-TorchProf-deviceFiles', `device traces: ${info.device_files.join(', ')}`)
+      );
+    }
 
     const actions = el('div', 'jp-TorchProf-runPanelActions');
     if (data.traces.length > 1) {
@@ -238,6 +244,11 @@ export class RunView extends Widget {
     this.node.appendChild(
       tableSection('Steps', 'jp-TorchProf-steps', STEP_COLUMNS, data.steps, device, 'profiler steps')
     );
+    if (data.memory && data.memory.rows.length > 0) {
+      this.node.appendChild(
+        tableSection('Memory', 'jp-TorchProf-runMemory', MEMORY_COLUMNS, data.memory, true, 'memory devices')
+      );
+    }
     const timeline = section('Timeline', 'jp-TorchProf-runTimelineSection');
     const target = el('div', 'jp-TorchProf-runTimeline');
     timeline.appendChild(target);

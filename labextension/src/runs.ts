@@ -43,6 +43,8 @@ export interface RunInfo {
   source?: string;
   ranks?: number;
   traces?: string[];
+  /** Device traces kept with the run (TorchTPU's XPlane, Neuron Explorer's files). */
+  device_files?: string[];
   /** `eager` or `compiled` for the two runs of `%%torchprof --compare`. */
   role?: string;
   /** Id of the other run of such a pair. */
@@ -105,7 +107,22 @@ export interface RunTables {
   steps: Table;
   /** `Profile.findings`: severity, title, detail (the remedy), rule, impact_us. */
   findings?: Table;
+  /** Peak memory per device (`analysis.memory.memory_peaks`), empty without --memory. */
+  memory?: Table;
 }
+
+export const MEMORY_COLUMNS: ColumnSpec[] = [
+  { key: 'device', label: 'Memory of', kind: 'text' },
+  {
+    key: 'peak_bytes',
+    label: 'Peak allocated',
+    kind: 'bytes',
+    help: 'CPU: counted from the start of profiling; a device: its allocator\'s total'
+  },
+  { key: 'allocated_bytes', label: 'Allocated', kind: 'bytes', help: 'sum of the allocations' },
+  { key: 'allocations', label: 'Allocations', kind: 'count' },
+  { key: 'frees', label: 'Frees', kind: 'count' }
+];
 
 /** One finding of a run's table, by column name. */
 export interface Finding {
