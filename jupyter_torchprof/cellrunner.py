@@ -23,6 +23,26 @@ def default_name(code: str) -> str:
     return "cell"
 
 
+def running_cell_number(shell: Any) -> int:
+    """The number of the notebook cell running now (``In[4]``).
+
+    IPython 9 moves ``execution_count`` on to the next cell before the
+    current one runs, so it is one too high here; the cell's own code object
+    has a file name IPython mapped to the right number, so the first caller
+    frame with such a name tells it.
+    """
+    import sys
+
+    fmap = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = fmap.get(frame.f_code.co_filename)
+        if number is not None:
+            return int(number)
+        frame = frame.f_back
+    return int(shell.execution_count)
+
+
 class CellRunner:
     """Runs the cell's code once per call, in the user namespace.
 
@@ -39,7 +59,7 @@ class CellRunner:
         self.show_output = show_output
         self.first_call_s: float | None = None
         transformed = shell.transform_cell(code)
-        filename = shell.compile.cache(transformed, shell.execution_count, raw_code=code)
+        filename = shell.compile.cache(transformed, running_cell_number(shell), raw_code=code)
         try:
             tree = ast.parse(transformed, filename=filename)
         except SyntaxError as exc:
