@@ -607,3 +607,16 @@ def test_the_generated_corpus_kept_memory_bounded(corpus_memory):
     print(
         f"corpus: {corpus_memory['cases']} inputs, {corpus_memory['bombs']} gzip bombs, peak RSS +{growth / 2**20:.0f} MiB"
     )
+
+
+def test_a_nonfinite_literal_where_the_name_goes_is_no_name(tmp_path):
+    """``"name": Infinity`` is not a name: the event is skipped and counted, not named "Infinity"."""
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": Infinity, "pid": 1, "tid": 1, "ts": 0, "dur": 1},'
+        ' {"ph": "X", "cat": "cpu_op", "name": "NaN", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]}'
+    )
+    with pytest.warns(UserWarning):
+        p = load(str(path))
+    assert list(p.events["name"].astype(str)) == ["NaN"]  # a real name that reads NaN stays
+    assert p.meta.skipped_reasons == {"event(s) without a name": 1}

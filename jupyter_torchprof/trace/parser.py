@@ -694,7 +694,7 @@ class _Builder:
         ts, dur = c["ts"], c["dur"]
         reasons = {
             _BAD_ID_REASON.removeprefix("event(s) "): (c["pid"] == BAD_ID) | (c["tid"] == BAD_ID),
-            "without a name": c["name"] < 0,
+            "without a name": (c["name"] < 0) | self._quoted_names()[np.maximum(c["name"], 0)],
             "without a finite timestamp": ~np.isfinite(ts),
             "with a negative duration": dur < 0,
             "with a duration that is not finite or longer than a day": ~np.isfinite(dur)
@@ -726,6 +726,10 @@ class _Builder:
         if bad.any():
             frame = frame.loc[~bad].reset_index(drop=True)
         return frame
+
+    def _quoted_names(self) -> np.ndarray:
+        """Per name code: whether the "name" was a NaN/Infinity literal (see `quote_nonfinite`)."""
+        return np.array([str(n).startswith(NONFINITE_MARK) for n in self.names.values] + [False], dtype=bool)
 
     def _name_column(self, codes: np.ndarray) -> pd.Categorical:
         cats = self.names.values
@@ -1068,6 +1072,8 @@ def _decode_document(
 
 #: A JSON string, or (group 1) a literal that JSON does not allow but some
 #: writers emit for non-finite floats (Python's json module among them).
+#: What `quote_nonfinite` puts before a quoted literal.
+NONFINITE_MARK = "\x1e"
 _NONFINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(-?Infinity|NaN)')
 
 
@@ -1088,7 +1094,9 @@ def quote_nonfinite(data: bytes | bytearray | memoryview) -> tuple[bytes | bytea
         if m.group(1) is None:
             return m.group(0)
         found += 1
-        return b'"' + m.group(1) + b'"'
+        # Marked (U+001E first), so a literal that stood where a name goes is
+        # told from a real name; as a number it reads as not finite either way.
+        return b'"\\u001e' + m.group(1) + b'"'
 
     quoted = _NONFINITE.sub(quote, data)
     return (quoted, found) if found else (data, 0)
