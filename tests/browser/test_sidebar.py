@@ -31,6 +31,20 @@ def shots_dir(lab) -> Path:
     return path
 
 
+def _wait_for_saved_workspace(lab, text: str, timeout: float = 60) -> None:
+    """Wait until a saved JupyterLab workspace mentions ``text`` (a restorable panel)."""
+    import json
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = lab.api("GET", "/lab/api/workspaces")
+        if text in json.dumps(found):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no saved workspace mentions {text!r} after {timeout} s")
+
+
 def row(page, name: str):
     return page.locator(".jp-TorchProf-run", has=page.locator(".jp-TorchProf-runName", has_text=name))
 
@@ -168,7 +182,9 @@ def test_sidebar_runs_open_sort_download_compare_restore_delete(page, lab, tmp_p
     assert float(a) == calls["aten::addmm"] / 2 and float(b) == second_calls["aten::addmm"] / 3
     page.screenshot(path=str(shots / "sidebar-compare.png"))
 
-    # a reload restores the sidebar and the open run panel
+    # a reload restores the sidebar and the open run panel (JupyterLab saves
+    # the workspace a moment after the layout changes: reload once it has)
+    _wait_for_saved_workspace(lab, "jupyter-torchprof-compare:")
     page.goto(lab.url("/lab/tree/sidebar.ipynb"))
     page.wait_for_selector("#jupyter-torchprof-runs .jp-TorchProf-run", timeout=60_000)
     page.wait_for_selector(f"{view} .jp-TorchProf-ops table", state="attached", timeout=60_000)
