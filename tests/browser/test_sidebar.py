@@ -182,8 +182,14 @@ def test_sidebar_runs_open_sort_download_compare_restore_delete(page, lab, tmp_p
     assert float(a) == calls["aten::addmm"] / 2 and float(b) == second_calls["aten::addmm"] / 3
     page.screenshot(path=str(shots / "sidebar-compare.png"))
 
-    # a reload restores the sidebar and the open run panel (JupyterLab saves
-    # the workspace a moment after the layout changes: reload once it has)
+    # a reload restores the sidebar and the open run panel. JupyterLab 4.6
+    # did not save the workspace in the first seconds after the compare tab
+    # opened (a known gap, see the README); a later tab switch saves it, as a
+    # person makes one: switch, come back, and reload once it is saved.
+    page.wait_for_timeout(5000)
+    page.locator(".lm-TabBar-tab", has_text="Run: sidebar-first").first.click()
+    page.wait_for_timeout(500)
+    page.locator(".lm-TabBar-tab", has_text="Compare:").first.click()
     _wait_for_saved_workspace(lab, "jupyter-torchprof-compare:")
     page.goto(lab.url("/lab/tree/sidebar.ipynb"))
     page.wait_for_selector("#jupyter-torchprof-runs .jp-TorchProf-run", timeout=60_000)
