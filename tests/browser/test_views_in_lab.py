@@ -334,11 +334,12 @@ def test_loaded_trace_view_sorts_filters_links_and_zooms(page, lab):
     zoom_in = small.locator(".bk-tool-icon-zoom-in").first
     for _ in range(8):
         zoom_in.click()
-        page.wait_for_timeout(150)
+        # one zoom at a time: each asks the kernel for the new window's detail
+        page.wait_for_timeout(400)
     page.wait_for_function(
         "([root, js, before]) => { const s = (eval(js))(root, 'stats'); return s && s.merged < before; }",
         arg=[small.element_handle(), _TIMELINE_JS, stats["merged"]],
-        timeout=30_000,
+        timeout=90_000,
     )
     zoomed = _timeline(page, small, "stats")
     assert zoomed["end"] - zoomed["start"] < (stats["end"] - stats["start"]) / 10
