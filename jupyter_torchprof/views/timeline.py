@@ -115,12 +115,27 @@ def _device_label(meta: Any, device: int, stream: int) -> str:
     return f"{base} · stream {stream}"
 
 
-def layout(profile: Profile, all_frames: bool = False) -> tuple[list[Lane], np.ndarray, np.ndarray]:
+def hidden_frames(profile: Profile, all_frames: bool = False) -> np.ndarray:
+    """Which events are Python frames of the kernel machinery the timeline leaves out.
+
+    See `analysis.frames.machinery_frames`; nothing with ``all_frames``.
+    """
+    ev = profile.events
+    kind = ev["kind"].to_numpy(object)
+    if all_frames or not (kind == K.PYTHON_FUNCTION).any():
+        return np.zeros(len(ev), dtype=bool)
+    return machinery_frames(ev, ev["parent"].to_numpy(), ev["depth"].to_numpy())
+
+
+def layout(
+    profile: Profile, all_frames: bool = False, hidden: np.ndarray | None = None
+) -> tuple[list[Lane], np.ndarray, np.ndarray]:
     """Lanes and the timeline row of every event.
 
     Python frames of the kernel machinery (ipykernel, tornado, IPython, our
-    own progress thread: `analysis.frames.machinery_frames`) are left out
-    unless ``all_frames``; threads that ran only those disappear with them.
+    own progress thread: `hidden_frames`) are left out unless ``all_frames``;
+    threads that ran only those disappear with them. ``hidden`` is that mask
+    when the caller has it already.
 
     Returns
     -------
@@ -137,9 +152,9 @@ def layout(profile: Profile, all_frames: bool = False) -> tuple[list[Lane], np.n
     parent = ev["parent"].to_numpy()
     depth = ev["depth"].to_numpy()
     is_op = np.isin(kind, OP_LANE_KINDS)
-    is_py = kind == K.PYTHON_FUNCTION
-    if not all_frames and is_py.any():
-        is_py &= ~machinery_frames(ev, parent, depth)
+    if hidden is None:
+        hidden = hidden_frames(profile, all_frames)
+    is_py = (kind == K.PYTHON_FUNCTION) & ~hidden
     is_dev = np.isin(kind, K.DEVICE_KINDS)
     level = np.full(n, -1, dtype=np.int64)
     if is_op.any():
@@ -326,18 +341,14 @@ class Timeline:
         self.on_pick: Callable[[list[tuple[str, str]]], None] | None = None
         ev = profile.events
         self._ev = ev
-        self.lanes, self.row, self.lane_of = layout(profile, all_frames)
+        machinery = hidden_frames(profile, all_frames)
+        self.lanes, self.row, self.lane_of = layout(profile, all_frames, machinery)
         kind = ev["kind"].to_numpy(object)
         self._kind = kind
         ts = ev["ts"].to_numpy(np.float64)
         dur = np.nan_to_num(ev["dur"].to_numpy(np.float64), nan=0.0)
         self._ts, self._dur = ts, dur
         drawn = self.row >= 0
-        machinery = (
-            machinery_frames(ev, ev["parent"].to_numpy(), ev["depth"].to_numpy())
-            if not all_frames and (kind == K.PYTHON_FUNCTION).any()
-            else np.zeros(len(ev), dtype=bool)
-        )
         #: Python frames of the kernel machinery left out on purpose.
         self.machinery_hidden = int(machinery.sum())
         #: Events not drawn because they nest deeper than a lane shows.
