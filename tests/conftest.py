@@ -27,6 +27,28 @@ def shell(tmp_path, monkeypatch):
     InteractiveShell.clear_instance()
 
 
+@pytest.fixture
+def jp_server_config(run_root):
+    """The Jupyter server of the REST tests: our extension on, authentication required.
+
+    ``run_root`` (the store the server lists) is each server test module's own.
+    """
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_torchprof": True},
+            "allow_unauthenticated_access": False,
+        }
+    }
+
+
+@pytest.fixture
+def store(run_root):
+    """The run store under ``run_root``."""
+    from jupyter_torchprof.store import RunStore
+
+    return RunStore(run_root)
+
+
 def _accelerator() -> str | None:
     try:
         import torch

@@ -77,21 +77,6 @@ def run_root(tmp_path, monkeypatch, captured):
     return root
 
 
-@pytest.fixture
-def jp_server_config(run_root):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_torchprof": True},
-            "allow_unauthenticated_access": False,
-        }
-    }
-
-
-@pytest.fixture
-def store(run_root):
-    return RunStore(run_root)
-
-
 def ids_by_name(store: RunStore) -> dict[str, str]:
     return {r.get("name"): r["id"] for r in store.list()}
 

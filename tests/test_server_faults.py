@@ -78,21 +78,6 @@ def run_root(tmp_path, monkeypatch):
     return root
 
 
-@pytest.fixture
-def jp_server_config(run_root):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_torchprof": True},
-            "allow_unauthenticated_access": False,
-        }
-    }
-
-
-@pytest.fixture
-def store(run_root):
-    return RunStore(run_root)
-
-
 @pytest.fixture(autouse=True)
 def no_hang():
     """A blocked event loop would hang the test (client and server share it): fail instead."""
