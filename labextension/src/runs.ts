@@ -166,6 +166,9 @@ export function runName(run: RunInfo): string {
   return run.name || run.id;
 }
 
+/** The ` [eager]` / ` [compiled]` suffix `%%torchprof --compare` gives its two runs' names. */
+const ROLE_SUFFIX = /\s\[(eager|compiled)\]$/;
+
 /**
  * The badges a run's row starts with: its side of a `--compare` pair
  * (`eager`, `compiled`) and whether it is partial. They come before the name,
@@ -173,7 +176,7 @@ export function runName(run: RunInfo): string {
  */
 export function runBadges(run: RunInfo): string[] {
   const out: string[] = [];
-  const suffix = /\s\[(eager|compiled)\]$/.exec(run.name ?? '');
+  const suffix = ROLE_SUFFIX.exec(run.name ?? '');
   const role = run.role || (suffix ? suffix[1] : '');
   if (role) {
     out.push(role);
@@ -186,7 +189,7 @@ export function runBadges(run: RunInfo): string[] {
 
 /** The name without the ` [eager]` / ` [compiled]` suffix its badge shows. */
 export function shortRunName(run: RunInfo): string {
-  return runName(run).replace(/\s\[(eager|compiled)\]$/, '');
+  return runName(run).replace(ROLE_SUFFIX, '');
 }
 
 /** The notebook a run came from, as its file name (empty when unknown). */
