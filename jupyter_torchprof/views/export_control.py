@@ -136,6 +136,11 @@ def run_stem(profile: Profile) -> str:
     return stem
 
 
+def export_folder(folder: str | Path | None) -> Path:
+    """Where the control writes: ``folder``, or ``./torchprof-exports`` at the time of asking."""
+    return Path(folder) if folder is not None else Path.cwd() / EXPORT_DIR
+
+
 def next_free(folder: Path, stem: str, suffix: str) -> Path:
     """``folder/stem+suffix``, or with ``-2``, ``-3`` ... when that exists."""
     target = folder / f"{stem}{suffix}"
@@ -210,7 +215,7 @@ def export_into(
     """
     from ..export import ExportError, export
 
-    target_dir = Path(folder) if folder is not None else Path.cwd() / EXPORT_DIR
+    target_dir = export_folder(folder)
     if target_dir.exists() and not target_dir.is_dir():
         raise ExportError(f"{target_dir} is a file, not a folder: move it away to export here")
     try:
@@ -334,13 +339,10 @@ class ExportControl:
         """The selected format."""
         return next(c for c in self.choices if c.key == self.menu.value)
 
-    def _target_dir(self) -> Path:
-        return Path(self.folder) if self.folder is not None else Path.cwd() / EXPORT_DIR
-
     def next_path(self) -> Path:
         """The file the next click writes (the first free name, as `export_into` picks it)."""
         c = self.choice
-        folder = self._target_dir()
+        folder = export_folder(self.folder)
         stem = run_stem(self.profile) + c.part
         if not folder.is_dir():
             return folder / f"{stem}{c.suffix}"
