@@ -31,6 +31,7 @@ from ...trace import categories as K
 from .intervals import merge
 from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
+from .vocab import cause_label, parse_copy_name
 
 #: Host calls that block until the device has finished the work queued before.
 BLOCKING_CALL = re.compile(
@@ -49,19 +50,6 @@ SYNC_OPS = (
     "aten::unique_consecutive",
     "aten::repeat_interleave",
 )
-#: Ops that explain why a copy or a sync happened, checked outermost first.
-_TRIGGERS = (
-    "aten::item",
-    "aten::_local_scalar_dense",
-    "aten::nonzero",
-    "aten::masked_select",
-    "aten::_unique2",
-    "aten::unique_consecutive",
-    "aten::repeat_interleave",
-    "aten::to",
-    "aten::_to_copy",
-    "aten::copy_",
-)
 
 
 def is_blocking_call(name: str) -> bool:
@@ -77,22 +65,6 @@ def blocking_rows(inp: Inputs) -> np.ndarray:
     names = inp.names[rt]
     uniq = {n: is_blocking_call(str(n)) for n in set(names.tolist())}
     return rt[np.fromiter((uniq[n] for n in names), dtype=bool, count=len(rt))]
-
-
-def cause_label(inp: Inputs, ops: list[int], row: int = -1) -> str:
-    """Short name of the op that caused a sync or copy.
-
-    ``ops`` is the op chain (outermost first) above event ``row``; without
-    ops the innermost ``record_function`` range around ``row`` names it.
-    """
-    if not ops:
-        a = inp.annotation_of(row) if row >= 0 else -1
-        return f"(no op) in {inp.names[a]}" if a >= 0 else "(no op: a direct call)"
-    names = [inp.op_name(r) for r in ops]
-    for i, n in enumerate(names):
-        if n in _TRIGGERS:
-            return n if i == 0 else f"{n} in {names[0]}"
-    return names[0] if len(names) == 1 else f"{names[0]} › {names[-1]}"
 
 
 def _hint(label: str, copy_dirs: set[str], call: str, kind: str) -> str:
@@ -145,13 +117,24 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Synchronisation points inside the profiled steps, grouped by cause."""
     if not inp.device_traced:
         return []
-    host = blocking_rows(inp)
     recs = np.flatnonzero(inp.kind == K.SYNC)
-    launch = inp.column("launch")
-    rec_call = launch[recs] if len(recs) else np.array([], dtype=np.int64)
+    rec_call = inp.column("launch")[recs] if len(recs) else np.array([], dtype=np.int64)
+    call_rows, counts = _calls_in_steps(inp, blocking_rows(inp), rec_call)
+    recs_by_call, orphan_recs = _records_by_call(inp, recs, rec_call)
+    groups = _group_calls(inp, call_rows, recs_by_call)
+    _add_orphan_records(inp, groups, orphan_recs)
+    if not groups:
+        return _inferred_from_ops(inp, th)
+    out = [_group_finding(inp, th, label, call, g, counts) for (label, call), g in groups.items()]
+    out.sort(key=lambda f: -f.impact_us)
+    return out[: th.sync_groups_reported]
 
-    # Members of each group: host calls (blocking or the call behind a record)
-    # and the driver's records.
+
+def _calls_in_steps(inp: Inputs, host: np.ndarray, rec_call: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """The host calls to report, and how many were left out as outside the steps or ending one.
+
+    The calls are the blocking ones and the call behind each driver record.
+    """
     calls = set(host.tolist()) | {int(c) for c in rec_call.tolist() if c >= 0}
     call_rows = np.array(sorted(calls), dtype=np.int64)
     outside = 0
@@ -163,6 +146,13 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
         tail = _trailing(inp, call_rows)
         trailing = int(tail.sum())
         call_rows = call_rows[~tail]
+    return call_rows, {"outside_steps": outside, "step_end_syncs": trailing}
+
+
+def _records_by_call(
+    inp: Inputs, recs: np.ndarray, rec_call: np.ndarray
+) -> tuple[dict[int, list[int]], list[int]]:
+    """The driver's sync records of each host call, and those (inside the steps) without one."""
     recs_by_call: dict[int, list[int]] = defaultdict(list)
     orphan_recs: list[int] = []
     for r, c in zip(recs.tolist(), rec_call.tolist(), strict=True):
@@ -170,33 +160,37 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
             recs_by_call[int(c)].append(int(r))
         elif not inp.has_steps or inp.in_steps(np.array([r]))[0]:
             orphan_recs.append(int(r))
+    return recs_by_call, orphan_recs
 
+
+def _new_group(kind: str) -> dict[str, Any]:
+    """An empty group of syncs: its members, and what they tell about the cause."""
+    return {"kind": kind, "calls": [], "recs": [], "ops": set(), "chains": set(), "ann": set(), "dirs": set()}
+
+
+def _call_kind(call: str, rec_names: list[str]) -> str:
+    """``blocking`` (the host waits), ``device`` (a stream waits) or ``query`` (nobody waits)."""
+    if is_blocking_call(call):
+        return "blocking"
+    if rec_names and all(n in DEVICE_SIDE_SYNC for n in rec_names):
+        return "device"
+    return "query"
+
+
+def _group_calls(
+    inp: Inputs, call_rows: np.ndarray, recs_by_call: dict[int, list[int]]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The host calls and their records grouped by (cause, call)."""
     copies = _copies_by_op(inp)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for c in call_rows.tolist():
         ops = inp.op_chain(c)
         call = str(inp.names[c])
         rec_names = sorted({str(inp.names[r]) for r in recs_by_call.get(c, [])})
-        if is_blocking_call(call):
-            kind = "blocking"
-        elif rec_names and all(n in DEVICE_SIDE_SYNC for n in rec_names):
-            kind = "device"
-        else:
-            kind = "query"
+        kind = _call_kind(call, rec_names)
         label = cause_label(inp, ops, c)
         key_call = call if kind == "blocking" or not rec_names else f"{call} ({', '.join(rec_names)})"
-        g = groups.setdefault(
-            (label, key_call),
-            {
-                "kind": kind,
-                "calls": [],
-                "recs": [],
-                "ops": set(),
-                "chains": set(),
-                "ann": set(),
-                "dirs": set(),
-            },
-        )
+        g = groups.setdefault((label, key_call), _new_group(kind))
         g["calls"].append(c)
         g["recs"] += recs_by_call.get(c, [])
         g["ops"].update(ops)
@@ -206,30 +200,18 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
             g["ann"].add(str(inp.names[a]))
         for r in ops:
             g["dirs"].update(copies.get(r, ()))
+    return groups
+
+
+def _add_orphan_records(
+    inp: Inputs, groups: dict[tuple[str, str], dict[str, Any]], orphan_recs: list[int]
+) -> None:
+    """Group the driver's records whose host call is not in the trace, by record name."""
     for r in orphan_recs:
         name = str(inp.names[r])
         kind = "device" if name in DEVICE_SIDE_SYNC else "query"
-        g = groups.setdefault(
-            ("(host call not in the trace)", name),
-            {
-                "kind": kind,
-                "calls": [],
-                "recs": [],
-                "ops": set(),
-                "chains": set(),
-                "ann": set(),
-                "dirs": set(),
-            },
-        )
+        g = groups.setdefault(("(host call not in the trace)", name), _new_group(kind))
         g["recs"].append(r)
-
-    if not groups:
-        return _inferred_from_ops(inp, th)
-
-    counts = {"outside_steps": outside, "step_end_syncs": trailing}
-    out = [_group_finding(inp, th, label, call, g, counts) for (label, call), g in groups.items()]
-    out.sort(key=lambda f: -f.impact_us)
-    return out[: th.sync_groups_reported]
 
 
 def _group_finding(
@@ -334,8 +316,6 @@ def _trailing(inp: Inputs, rows: np.ndarray) -> np.ndarray:
 
 def _copies_by_op(inp: Inputs) -> dict[int, set[str]]:
     """Copy directions (HtoD, DtoH ...) of the copies each op row launched itself."""
-    from .copies import parse_copy_name
-
     mem = np.flatnonzero(inp.kind == K.MEMCPY)
     op = inp.column("op")[mem]
     out: dict[int, set[str]] = defaultdict(set)
