@@ -12,9 +12,11 @@ cores (NVIDIA compute capability 7.0 and later).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ...format import fmt_time
 from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
@@ -66,6 +68,21 @@ def _advice(vendor: str, major: int | None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """The kernels of one math type, and what the trace says about their device."""
+
+    share: float
+    time_step: float
+    names: list[str]
+    rows: list[int]
+    evidence: dict[str, Any]
+    props: dict[str, Any]
+    device: int
+    vendor: str
+    major: int | None
+
+
 def find_precision(inp: Inputs, th: Thresholds) -> list[Finding]:
     """float32 GEMM/conv kernels that tensor cores could run faster."""
     if not inp.device_traced or inp.kernels.empty:
@@ -76,7 +93,6 @@ def find_precision(inp: Inputs, th: Thresholds) -> list[Finding]:
     if k.empty or total <= 0:
         return []
     kinds = np.array([classify(str(n)) for n in k["name"]], dtype=object)
-    per = inp.n_steps
     out: list[Finding] = []
     for kind in ("fp32", "tf32"):
         sel = k[kinds == kind]
@@ -85,85 +101,107 @@ def find_precision(inp: Inputs, th: Thresholds) -> list[Finding]:
         share = 100 * float(sel["total_us"].sum()) / total
         if share < th.precision_min_share_pct:
             continue
-        device = int(str(sel["devices"].iloc[0]).split(",")[0]) if str(sel["devices"].iloc[0]) else 0
-        props = inp.props_of(device)
-        vendor = _vendor(props, str(sel["name"].iloc[0]))
-        major = props.get("computeMajor")
-        major = int(major) if isinstance(major, (int, float)) else None
-        names = sel["name"].astype(str).tolist()
-        # Per step: the calls the counted steps launched (the kernel table
-        # also holds work launched outside them).
-        launched = inp.rows_named(names, inp.activity_rows)
-        time_step = float(inp.dur[launched[inp.launched_in_steps(launched)]].sum()) / per
-        evidence = {
-            "share_pct": share,
-            "time_per_step_us": time_step,
-            "kernels": {str(r.name): float(r.total_us) for r in sel.head(10).itertuples(index=False)},
-            "device": device,
-            "device_name": props.get("name"),
-            "compute_major": major,
-        }
-        rows = _rows_of(inp, names, th.max_event_rows)
-        if not props or (vendor == "nvidia" and major is None):
-            out.append(
-                Finding(
-                    rule="precision",
-                    severity=NOT_CHECKED,
-                    title=f"Precision not checked: float32 GEMM/conv is {share:.0f}% of device time, "
-                    "device capabilities unknown",
-                    detail="The trace has no deviceProperties, so it cannot say whether the device has "
-                    "tensor cores that would run these faster in bf16/fp16/TF32.",
-                    evidence=evidence,
-                    event_rows=rows,
-                    kernels=names,
-                )
-            )
-            continue
-        if kind == "tf32":
-            out.append(
-                Finding(
-                    rule="precision",
-                    severity=INFO,
-                    title=f"float32 matmuls/convs on TF32 tensor cores: {share:.0f}% of device time "
-                    f"({fmt_time(time_step)}{inp.per})",
-                    detail=(
-                        "These already use the tensor cores through TF32. Autocasting to bf16 "
-                        "(torch.autocast('cuda', dtype=torch.bfloat16)) halves their memory traffic "
-                        "and roughly doubles tensor-core throughput."
-                    ),
-                    evidence=evidence,
-                    impact_us=time_step / 2,
-                    event_rows=rows,
-                    kernels=names,
-                )
-            )
-            continue
-        if vendor == "amd":
-            # Tensile names a kernel that used matrix instructions (MI...).
-            has_cores = any(ROCM_FP32.search(n) for n in names)
-        else:
-            has_cores = major is not None and major >= 7
-        if not has_cores:
-            continue
-        sev = HIGH if share >= th.precision_high_share_pct else MEDIUM
-        label = props.get("name") or f"device {device}"
-        out.append(
-            Finding(
-                rule="precision",
-                severity=sev,
-                title=f"float32 GEMM/conv without tensor cores: {share:.0f}% of device time "
-                f"({fmt_time(time_step)}{inp.per}) on {label}",
-                detail=(
-                    "These kernels do float32 math on the ordinary cores although the device has "
-                    "tensor/matrix cores. " + _advice(vendor, major)
-                ),
-                evidence=evidence,
-                impact_us=time_step / 2,
-                event_rows=rows,
-                kernels=names,
-            )
-        )
+        g = _select(inp, th, sel, share)
+        if not g.props or (g.vendor == "nvidia" and g.major is None):
+            out.append(_not_checked(g))
+        elif kind == "tf32":
+            out.append(_on_tf32(inp, g))
+        elif (found := _without_tensor_cores(inp, th, g)) is not None:
+            out.append(found)
     return out
+
+
+def _select(inp: Inputs, th: Thresholds, sel: pd.DataFrame, share: float) -> _Selection:
+    """The evidence of the kernel-table rows ``sel`` (``share`` % of device time)."""
+    device = int(str(sel["devices"].iloc[0]).split(",")[0]) if str(sel["devices"].iloc[0]) else 0
+    props = inp.props_of(device)
+    vendor = _vendor(props, str(sel["name"].iloc[0]))
+    major = props.get("computeMajor")
+    major = int(major) if isinstance(major, (int, float)) else None
+    names = sel["name"].astype(str).tolist()
+    # Per step: the calls the counted steps launched (the kernel table
+    # also holds work launched outside them).
+    launched = inp.rows_named(names, inp.activity_rows)
+    time_step = float(inp.dur[launched[inp.launched_in_steps(launched)]].sum()) / inp.n_steps
+    evidence = {
+        "share_pct": share,
+        "time_per_step_us": time_step,
+        "kernels": {str(r.name): float(r.total_us) for r in sel.head(10).itertuples(index=False)},
+        "device": device,
+        "device_name": props.get("name"),
+        "compute_major": major,
+    }
+    return _Selection(
+        share=share,
+        time_step=time_step,
+        names=names,
+        rows=_rows_of(inp, names, th.max_event_rows),
+        evidence=evidence,
+        props=props,
+        device=device,
+        vendor=vendor,
+        major=major,
+    )
+
+
+def _not_checked(g: _Selection) -> Finding:
+    """float32 math on a device whose capabilities the trace does not record."""
+    return Finding(
+        rule="precision",
+        severity=NOT_CHECKED,
+        title=f"Precision not checked: float32 GEMM/conv is {g.share:.0f}% of device time, "
+        "device capabilities unknown",
+        detail="The trace has no deviceProperties, so it cannot say whether the device has "
+        "tensor cores that would run these faster in bf16/fp16/TF32.",
+        evidence=g.evidence,
+        event_rows=g.rows,
+        kernels=g.names,
+    )
+
+
+def _on_tf32(inp: Inputs, g: _Selection) -> Finding:
+    """float32 math already on TF32 tensor cores: bf16 would still halve it."""
+    return Finding(
+        rule="precision",
+        severity=INFO,
+        title=f"float32 matmuls/convs on TF32 tensor cores: {g.share:.0f}% of device time "
+        f"({fmt_time(g.time_step)}{inp.per})",
+        detail=(
+            "These already use the tensor cores through TF32. Autocasting to bf16 "
+            "(torch.autocast('cuda', dtype=torch.bfloat16)) halves their memory traffic "
+            "and roughly doubles tensor-core throughput."
+        ),
+        evidence=g.evidence,
+        impact_us=g.time_step / 2,
+        event_rows=g.rows,
+        kernels=g.names,
+    )
+
+
+def _without_tensor_cores(inp: Inputs, th: Thresholds, g: _Selection) -> Finding | None:
+    """float32 math on the ordinary cores of a device that has tensor cores (None if it has none)."""
+    if g.vendor == "amd":
+        # Tensile names a kernel that used matrix instructions (MI...).
+        has_cores = any(ROCM_FP32.search(n) for n in g.names)
+    else:
+        has_cores = g.major is not None and g.major >= 7
+    if not has_cores:
+        return None
+    label = g.props.get("name") or f"device {g.device}"
+    return Finding(
+        rule="precision",
+        severity=HIGH if g.share >= th.precision_high_share_pct else MEDIUM,
+        title=f"float32 GEMM/conv without tensor cores: {g.share:.0f}% of device time "
+        f"({fmt_time(g.time_step)}{inp.per}) on {label}",
+        detail=(
+            "These kernels do float32 math on the ordinary cores although the device has "
+            "tensor/matrix cores. " + _advice(g.vendor, g.major)
+        ),
+        evidence=g.evidence,
+        impact_us=g.time_step / 2,
+        event_rows=g.rows,
+        kernels=g.names,
+    )
 
 
 def _rows_of(inp: Inputs, names: list[str], limit: int) -> list[int]:
