@@ -11,6 +11,8 @@ for warming up (lazy init, autotuning, allocator growth, compilation).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -25,16 +27,7 @@ def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Kernels whose slowest call is far above the median of identical launches."""
     if not inp.device_traced:
         return []
-    rows = np.flatnonzero(inp.kind == K.KERNEL)
-    if inp.has_steps and len(rows):
-        rows = rows[inp.launched_in_steps(rows)]
-    # A collective's time is mostly waiting for the other ranks, so its spread
-    # says nothing about the kernel; rule 9 looks at it instead.
-    codes = inp.name_codes[rows]
-    comm = [
-        c for c in np.unique(codes).tolist() if describe_kernel(inp.name_of_code(c)).family == "communication"
-    ]
-    rows = rows[~np.isin(codes, comm)]
+    rows = _kernel_rows(inp)
     if len(rows) < th.variance_min_calls:
         return []
     ev = inp.events
@@ -48,6 +41,36 @@ def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
             "dur": inp.dur[rows],
         }
     ).fillna("")
+    stats = _spread_launches(frame, th)
+    if stats.empty:
+        return []
+    return [
+        _variance_finding(inp, th, frame, has_grid, key, r)
+        for key, r in stats.head(th.variance_reported).iterrows()
+    ]
+
+
+def _kernel_rows(inp: Inputs) -> np.ndarray:
+    """The kernels the steps launched, collectives left out.
+
+    A collective's time is mostly waiting for the other ranks, so its spread
+    says nothing about the kernel; rule 9 looks at it instead.
+    """
+    rows = np.flatnonzero(inp.kind == K.KERNEL)
+    if inp.has_steps and len(rows):
+        rows = rows[inp.launched_in_steps(rows)]
+    codes = inp.name_codes[rows]
+    comm = [
+        c for c in np.unique(codes).tolist() if describe_kernel(inp.name_of_code(c)).family == "communication"
+    ]
+    return rows[~np.isin(codes, comm)]
+
+
+def _spread_launches(frame: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
+    """Per (kernel, grid, block) with a max far above its median: ``size, median, max, excess``.
+
+    ``excess`` is the time the calls spent above the median, most first.
+    """
     g = frame.groupby(["name", "grid", "block"], sort=False)["dur"]
     stats = g.agg(["size", "median", "max"])
     stats = stats[
@@ -56,53 +79,53 @@ def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
         & (stats["max"] - stats["median"] >= th.variance_min_spread_us)
     ]
     if stats.empty:
-        return []
-    frame["median"] = g.transform("median")
-    frame["excess"] = np.maximum(frame["dur"] - frame["median"], 0.0)
-    excess = frame.groupby(["name", "grid", "block"], sort=False)["excess"].sum()
-    stats = stats.assign(excess=excess.reindex(stats.index)).sort_values("excess", ascending=False)
-    per = inp.n_steps
+        return stats
+    over = frame.assign(excess=np.maximum(frame["dur"] - g.transform("median"), 0.0))
+    excess = over.groupby(["name", "grid", "block"], sort=False)["excess"].sum()
+    return stats.assign(excess=excess.reindex(stats.index)).sort_values("excess", ascending=False)
+
+
+def _variance_finding(
+    inp: Inputs, th: Thresholds, frame: pd.DataFrame, has_grid: bool, key: tuple[Any, ...], r: pd.Series
+) -> Finding:
+    """The finding of one (kernel, grid, block) launch whose `_spread_launches` row is ``r``."""
+    code, grid, block = key
+    members = frame[(frame["name"] == code) & (frame["grid"] == grid) & (frame["block"] == block)]
+    name = inp.name_of_code(int(code))
+    slow = members.sort_values("dur", ascending=False)
+    excess_step = float(r["excess"]) / inp.n_steps
     dev_busy = float(inp.summary.get("device_busy_per_step_us") or 0.0)
-    out = []
-    for (code, grid, block), r in stats.head(th.variance_reported).iterrows():
-        members = frame[(frame["name"] == code) & (frame["grid"] == grid) & (frame["block"] == block)]
-        name = inp.name_of_code(int(code))
-        slow = members.sort_values("dur", ascending=False)
-        excess_step = float(r["excess"]) / per
-        share = 100 * excess_step / dev_busy if dev_busy > 0 else 0.0
-        same = "same grid and block" if has_grid else "launch sizes not recorded, so calls may differ in size"
-        short = describe_kernel(name, max_len=60).short
-        out.append(
-            Finding(
-                rule="variance",
-                severity=MEDIUM if share >= th.variance_medium_pct else INFO,
-                title=(
-                    f"Kernel time varies: {short} median {fmt_time(r['median'])}, max "
-                    f"{fmt_time(r['max'])} ({r['max'] / r['median']:.1f}×) over {int(r['size'])} calls"
-                ),
-                detail=(
-                    f"Read the trace, not the mean ({same}): the slowest calls cost "
-                    f"{fmt_time(excess_step)}{inp.per} above the median. Look at what ran beside them "
-                    "in the timeline: another stream (communication, copies) competing for the "
-                    "device, clock throttling, or a cold cache after a long gap."
-                ),
-                evidence={
-                    "kernel": name,
-                    "grid": grid or None,
-                    "block": block or None,
-                    "calls": int(r["size"]),
-                    "median_us": float(r["median"]),
-                    "max_us": float(r["max"]),
-                    "max_over_median": float(r["max"] / r["median"]) if r["median"] > 0 else float("inf"),
-                    "excess_per_step_us": excess_step,
-                    "slowest_us": slow["dur"].head(5).tolist(),
-                },
-                impact_us=excess_step,
-                event_rows=limit_rows(slow["row"].head(50).tolist(), th.max_event_rows),
-                kernels=[name],
-            )
-        )
-    return out
+    share = 100 * excess_step / dev_busy if dev_busy > 0 else 0.0
+    same = "same grid and block" if has_grid else "launch sizes not recorded, so calls may differ in size"
+    short = describe_kernel(name, max_len=60).short
+    return Finding(
+        rule="variance",
+        severity=MEDIUM if share >= th.variance_medium_pct else INFO,
+        title=(
+            f"Kernel time varies: {short} median {fmt_time(r['median'])}, max "
+            f"{fmt_time(r['max'])} ({r['max'] / r['median']:.1f}×) over {int(r['size'])} calls"
+        ),
+        detail=(
+            f"Read the trace, not the mean ({same}): the slowest calls cost "
+            f"{fmt_time(excess_step)}{inp.per} above the median. Look at what ran beside them "
+            "in the timeline: another stream (communication, copies) competing for the "
+            "device, clock throttling, or a cold cache after a long gap."
+        ),
+        evidence={
+            "kernel": name,
+            "grid": grid or None,
+            "block": block or None,
+            "calls": int(r["size"]),
+            "median_us": float(r["median"]),
+            "max_us": float(r["max"]),
+            "max_over_median": float(r["max"] / r["median"]) if r["median"] > 0 else float("inf"),
+            "excess_per_step_us": excess_step,
+            "slowest_us": slow["dur"].head(5).tolist(),
+        },
+        impact_us=excess_step,
+        event_rows=limit_rows(slow["row"].head(50).tolist(), th.max_event_rows),
+        kernels=[name],
+    )
 
 
 def find_cold_start(inp: Inputs, th: Thresholds) -> list[Finding]:
