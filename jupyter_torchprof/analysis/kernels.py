@@ -159,20 +159,46 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     """
     rows = activity_rows(events)
     if not len(rows):
-        return pd.DataFrame(
-            {
-                c: pd.Series(
-                    dtype=object
-                    if c in ("name", "short_name", "kind", "family", "devices", "streams")
-                    else float
-                )
-                for c in _KERNEL_COLUMNS
-            }
-        )
-    name = events["name"]
-    name_codes = name.cat.codes.to_numpy()[rows]
-    uniq, inv = _group(name_codes)
+        return _empty_kernel_table()
+    uniq, inv = _group(events["name"].cat.codes.to_numpy()[rows])
     g = len(uniq)
+    table = _duration_columns(events, rows, uniq, inv)
+    table["devices"] = _join_per_group(inv, events["device"].to_numpy()[rows], g)
+    table["streams"] = _join_per_group(inv, events["stream"].to_numpy()[rows], g)
+    _add_launch_arguments(table, events, rows, inv)
+    _add_bytes(table, events, rows, inv)
+    _add_name_parts(table)
+    if links is not None:
+        _add_launch_delay(table, links["launch_delay_us"].to_numpy()[rows], inv)
+    # Launch-argument columns only when the trace recorded any.
+    keep_optional = [
+        c for c in _OPTIONAL_COLUMNS if c in table and table[c].replace("", np.nan).notna().any()
+    ]
+    order_cols = [*_KERNEL_COLUMNS, *keep_optional]
+    if "launch_delay_us" in table:
+        order_cols += ["launch_delay_us", "launch_delay_max_us"]
+    table = table[order_cols]
+    return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _empty_kernel_table() -> pd.DataFrame:
+    """The kernel table of a trace without device activity: the columns, typed, no rows."""
+    return pd.DataFrame(
+        {
+            c: pd.Series(
+                dtype=object if c in ("name", "short_name", "kind", "family", "devices", "streams") else float
+            )
+            for c in _KERNEL_COLUMNS
+        }
+    )
+
+
+def _duration_columns(
+    events: pd.DataFrame, rows: np.ndarray, uniq: np.ndarray, inv: np.ndarray
+) -> pd.DataFrame:
+    """``name, kind, calls`` and the duration statistics, one row per name code in ``uniq``."""
+    g = len(uniq)
+    name = events["name"]
     dur = events["dur"].to_numpy()[rows]
     calls = np.bincount(inv, minlength=g)
     total = np.bincount(inv, weights=dur, minlength=g)
@@ -185,7 +211,6 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     mid_hi = first + calls // 2
     kind_codes = events["kind"].cat.codes.to_numpy()[rows]
     kinds = np.asarray(K.KINDS, dtype=object)[kind_codes[order[first]]]
-
     table = pd.DataFrame(
         {
             "name": name.cat.categories.to_numpy(dtype=object)[uniq],
@@ -200,14 +225,26 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     )
     grand = total.sum()
     table["pct"] = 100 * total / grand if grand > 0 else 0.0
-    table["devices"] = _join_per_group(inv, events["device"].to_numpy()[rows], g)
-    table["streams"] = _join_per_group(inv, events["stream"].to_numpy()[rows], g)
+    return table
+
+
+def _add_launch_arguments(
+    table: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray
+) -> None:
+    """The most common ``grid`` and ``block``, and the mean occupancy figures, per group."""
+    g = len(table)
     for col in ("grid", "block"):
         cat = events[col]
         table[col] = _group_mode(inv, cat.cat.codes.to_numpy()[rows], cat.cat.categories, g)
     for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy"):
         if col in events:
             table[col] = _group_mean(inv, events[col].to_numpy()[rows].astype(np.float64), g)
+
+
+def _add_bytes(table: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray) -> None:
+    """Total ``bytes`` (NaN where none moved) and ``bandwidth_gbps`` over the calls that recorded bytes."""
+    g = len(table)
+    dur = events["dur"].to_numpy()[rows]
     nbytes = events["bytes"].to_numpy()[rows]
     has = ~np.isnan(nbytes)
     table["bytes"] = np.where(
@@ -221,6 +258,10 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
             (table["bytes"] > 0) & (byte_time > 0), table["bytes"] / (byte_time * 1e3), np.nan
         )
     table.loc[~(table["bytes"] > 0), "bytes"] = np.nan
+
+
+def _add_name_parts(table: pd.DataFrame) -> None:
+    """What each kernel's name tells (`names.describe_kernel`): short name, family, op, precision ..."""
     described = [describe_kernel(n) for n in table["name"]]
     table["short_name"] = [d.short for d in described]
     table["family"] = [d.family for d in described]
@@ -229,22 +270,16 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     table["precision"] = [d.precision for d in described]
     table["tile"] = [d.tile for d in described]
     table["layout"] = [d.layout for d in described]
-    if links is not None:
-        delay = links["launch_delay_us"].to_numpy()[rows]
-        table["launch_delay_us"] = _group_mean(inv, delay, g)
-        ok = ~np.isnan(delay)
-        mx = np.full(g, -np.inf)
-        np.maximum.at(mx, inv[ok], delay[ok])
-        table["launch_delay_max_us"] = np.where(np.isfinite(mx), mx, np.nan)
-    # Launch-argument columns only when the trace recorded any.
-    keep_optional = [
-        c for c in _OPTIONAL_COLUMNS if c in table and table[c].replace("", np.nan).notna().any()
-    ]
-    order_cols = [*_KERNEL_COLUMNS, *keep_optional]
-    if "launch_delay_us" in table:
-        order_cols += ["launch_delay_us", "launch_delay_max_us"]
-    table = table[order_cols]
-    return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _add_launch_delay(table: pd.DataFrame, delay: np.ndarray, inv: np.ndarray) -> None:
+    """Mean and max launch delay per group (NaN where no call was linked to its launch)."""
+    g = len(table)
+    table["launch_delay_us"] = _group_mean(inv, delay, g)
+    ok = ~np.isnan(delay)
+    mx = np.full(g, -np.inf)
+    np.maximum.at(mx, inv[ok], delay[ok])
+    table["launch_delay_max_us"] = np.where(np.isfinite(mx), mx, np.nan)
 
 
 def stream_table(
