@@ -173,6 +173,27 @@ def op_table(
     """
     if group_by not in GROUPINGS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
+    mask, ev, co = _counted_events(events, costs, group_by, flops, include_python, group_values)
+    frame, labels = _coded_frame(ev, co, mask, group_by, flops, group_values)
+    table = _aggregate(frame, labels, co.columns, flops)
+    kind_names = np.array(list(ev["kind"].cat.categories), dtype=object)
+    table["kind"] = kind_names[table["kind"].to_numpy()]
+    _add_shares_and_means(table)
+    return _ordered(table, grouping=list(labels)[1:])
+
+
+def _counted_events(
+    events: pd.DataFrame,
+    costs: pd.DataFrame,
+    group_by: str,
+    flops: bool,
+    include_python: bool,
+    group_values: pd.Series | None,
+) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
+    """The rows the table counts, with the events columns and the (folded) costs it reads.
+
+    Returns (mask over ``events``, those events' columns, their costs).
+    """
     kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
     mask = K.kind_mask(events, kinds)
     # Only the columns read below are gathered: selecting rows of the whole
@@ -186,7 +207,22 @@ def op_table(
     mask &= costs["folded_into"].to_numpy() < 0
     ev = events[wanted].loc[mask]
     co = costs.loc[mask].drop(columns="folded_into")
+    return mask, ev, co
 
+
+def _coded_frame(
+    ev: pd.DataFrame,
+    co: pd.DataFrame,
+    mask: np.ndarray,
+    group_by: str,
+    flops: bool,
+    group_values: pd.Series | None,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """The values to aggregate, with integer codes for the group keys.
+
+    Returns the frame and, per key column (``name`` first), the label of
+    each code; code -1 (missing) picks the label array's trailing ``""``.
+    """
     # Group on integer codes, not on strings: a million Python name strings
     # would cost more than the aggregation itself. Names come back per group.
     name_code, names = _step_merged_codes(ev["name"])
@@ -195,7 +231,6 @@ def op_table(
     )
     for col in co.columns:
         frame[col] = co[col].to_numpy()
-    keys = ["name"]
     labels: dict[str, np.ndarray] = {"name": names}
     extra = _GROUP_COLUMN.get(group_by)
     if extra is not None:
@@ -203,10 +238,15 @@ def op_table(
         col = ev[extra] if group_values is None else group_values.loc[mask]
         frame[label] = col.cat.codes.to_numpy()
         labels[label] = np.array([*col.cat.categories.to_numpy(object), ""], dtype=object)
-        keys.append(label)
     if flops:
         frame["flops"] = estimate_flops(ev)
+    return frame, labels
 
+
+def _aggregate(
+    frame: pd.DataFrame, labels: dict[str, np.ndarray], cost_columns: pd.Index, flops: bool
+) -> pd.DataFrame:
+    """One row per group of ``labels``' keys: calls, times, memory and FLOPs summed, keys as labels."""
     agg = {
         "kind": ("kind", "first"),
         "calls": ("dur", "size"),
@@ -215,18 +255,20 @@ def op_table(
         "self_device_us": ("self_device_us", "sum"),
         "device_total_us": ("device_total_us", "sum"),
     }
-    for col in co.columns:
+    for col in cost_columns:
         if col.endswith("_bytes"):
             agg[col] = (col, "sum")
     if flops:
         agg["flops"] = ("flops", "sum")
-    table = frame.groupby(keys, sort=False).agg(**agg).reset_index()
+    table = frame.groupby(list(labels), sort=False).agg(**agg).reset_index()
     for key, values in labels.items():
         # code -1 (missing) picks the trailing "" of each label array
         table[key] = values[table[key].to_numpy()]
-    kind_names = np.array(list(ev["kind"].cat.categories), dtype=object)
-    table["kind"] = kind_names[table["kind"].to_numpy()]
+    return table
 
+
+def _add_shares_and_means(table: pd.DataFrame) -> None:
+    """Each row's share of the self times, and the mean times per call."""
     self_cpu_sum = table["self_cpu_us"].sum()
     self_dev_sum = table["self_device_us"].sum()
     table["self_cpu_pct"] = 100 * table["self_cpu_us"] / self_cpu_sum if self_cpu_sum > 0 else 0.0
@@ -234,11 +276,13 @@ def op_table(
     table["cpu_mean_us"] = table["cpu_total_us"] / table["calls"]
     table["device_mean_us"] = table["device_total_us"] / table["calls"]
 
+
+def _ordered(table: pd.DataFrame, grouping: list[str]) -> pd.DataFrame:
+    """`OP_TABLE_COLUMNS`, the grouping, then the rest; by self device time (else self CPU time)."""
     stats = list(OP_TABLE_COLUMNS[1:])
-    grouping = keys[1:]
     rest = [c for c in table.columns if c not in ["name", *stats, *grouping]]
     table = table[["name", *stats, *grouping, *rest]]
-    sort_key = "self_device_us" if self_dev_sum > 0 else "self_cpu_us"
+    sort_key = "self_device_us" if table["self_device_us"].sum() > 0 else "self_cpu_us"
     table = table.sort_values([sort_key, "cpu_total_us"], ascending=False, kind="stable")
     return table.reset_index(drop=True)
 
