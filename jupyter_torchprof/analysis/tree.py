@@ -76,21 +76,35 @@ def nest(
     # lexsort is stable, so the original position breaks remaining ties.
     order = np.lexsort((-end, start, lane))
     ln, s, e = lane[order], start[order], end[order]
-    pos = np.arange(n)
-
     new_lane = np.empty(n, dtype=bool)
     new_lane[0] = True
     np.not_equal(ln[1:], ln[:-1], out=new_lane[1:])
     lane_starts = np.flatnonzero(new_lane)
-    lane_bounds = np.append(lane_starts, n)
-    lane_first = np.repeat(lane_starts, np.diff(lane_bounds))
+    lane_first = np.repeat(lane_starts, np.diff(np.append(lane_starts, n)))
+    dep, new_segment = _open_before(s, e, new_lane, lane_first)
+    par, ok = _parent_one_level_up(s, e, dep, lane_first, tolerance)
+    _restack_segments(par, dep, s, e, np.append(np.flatnonzero(new_segment), n), ok, tolerance)
+    parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
+    depth[order] = dep
+    return parent, depth
 
+
+def _open_before(
+    s: np.ndarray, e: np.ndarray, new_lane: np.ndarray, lane_first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Depth of each interval (sorted as in `nest`): earlier intervals of its lane still open.
+
+    Returns the depth and where a segment starts: a point where everything
+    before it in the lane has ended, so the stack walk is empty there and
+    segments can be checked (and, if need be, recomputed) independently of
+    each other.
+    """
+    n = len(s)
+    pos = np.arange(n)
+    lane_bounds = np.append(np.flatnonzero(new_lane), n)
     # Intervals of the lane that ended at or before each start (an interval
     # ending exactly where the next begins is closed, as in the stack walk).
     ended = np.empty(n, dtype=np.int64)
-    # A segment starts where everything before it in the lane has ended: the
-    # stack walk is empty there, so segments can be checked (and, if need
-    # be, recomputed) independently of each other.
     new_segment = new_lane.copy()
     for a, b in zip(lane_bounds[:-1], lane_bounds[1:], strict=True):
         ended[a:b] = a + np.searchsorted(np.sort(e[a:b]), s[a:b], side="right")
@@ -106,43 +120,63 @@ def nest(
         group_end = np.repeat(group_bounds[1:], np.diff(group_bounds))
         cz = np.concatenate(([0], np.cumsum(zero)))
         ended -= cz[group_end] - cz[pos]
-    dep = (pos - lane_first) - ended
+    return (pos - lane_first) - ended, new_segment
 
-    # Parent: the last interval before this one, one level up.
+
+def _parent_one_level_up(
+    s: np.ndarray, e: np.ndarray, dep: np.ndarray, lane_first: np.ndarray, tolerance: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parent of each interval: the last one before it, one level up, in its lane.
+
+    Returns the parents and whether each interval passed the check that the
+    nesting is proper there (depth not negative, parent open and enclosing
+    it, every ancestor open).
+    """
+    n = len(s)
+    pos = np.arange(n)
     par = np.full(n, -1, dtype=np.int64)
     ok = dep >= 0
     has = dep > 0
-    if has.any():
-        # A stable sort by level keeps positions increasing within a level.
-        by_level = np.argsort(dep.astype(np.int16) if dep.max() < 32_000 else dep, kind="stable")
-        keys = dep[by_level].astype(np.int64) * n + pos[by_level]
-        q = np.flatnonzero(has)
-        found = np.searchsorted(keys, (dep[q].astype(np.int64) - 1) * n + q, side="left") - 1
-        cand = by_level[np.maximum(found, 0)]
-        good = (found >= 0) & (dep[cand] == dep[q] - 1) & (lane_first[cand] == lane_first[q])
-        p = np.where(good, cand, 0)
-        # The parent is open when the child starts and encloses it.
-        good &= (e[p] > s[q]) & (e[q] <= e[p] + tolerance)
-        par[q[good]] = p[good]
-        ok[q[~good]] = False
-        # Every ancestor is open too (only in doubt where a child pokes out
-        # of its parent by less than the tolerance).
-        if (good & (e[q] > e[p])).any():
-            ok &= _ancestors_open(par, dep, s, e)
-    if not ok.all():
-        segment_bounds = np.append(np.flatnonzero(new_segment), n)
-        first_bad = np.unique(np.flatnonzero(~ok))
-        bad = np.unique(np.searchsorted(segment_bounds, first_bad, side="right") - 1)
-    else:
-        bad = np.array([], dtype=np.int64)
+    if not has.any():
+        return par, ok
+    # A stable sort by level keeps positions increasing within a level.
+    by_level = np.argsort(dep.astype(np.int16) if dep.max() < 32_000 else dep, kind="stable")
+    keys = dep[by_level].astype(np.int64) * n + pos[by_level]
+    q = np.flatnonzero(has)
+    found = np.searchsorted(keys, (dep[q].astype(np.int64) - 1) * n + q, side="left") - 1
+    cand = by_level[np.maximum(found, 0)]
+    good = (found >= 0) & (dep[cand] == dep[q] - 1) & (lane_first[cand] == lane_first[q])
+    p = np.where(good, cand, 0)
+    # The parent is open when the child starts and encloses it.
+    good &= (e[p] > s[q]) & (e[q] <= e[p] + tolerance)
+    par[q[good]] = p[good]
+    ok[q[~good]] = False
+    # Every ancestor is open too (only in doubt where a child pokes out
+    # of its parent by less than the tolerance).
+    if (good & (e[q] > e[p])).any():
+        ok &= _ancestors_open(par, dep, s, e)
+    return par, ok
+
+
+def _restack_segments(
+    par: np.ndarray,
+    dep: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    segment_bounds: np.ndarray,
+    ok: np.ndarray,
+    tolerance: float,
+) -> None:
+    """Recompute, by the stack walk, ``par`` and ``dep`` of the segments where ``ok`` is false."""
+    if ok.all():
+        return
+    first_bad = np.unique(np.flatnonzero(~ok))
+    bad = np.unique(np.searchsorted(segment_bounds, first_bad, side="right") - 1)
     for seg in bad.tolist():
         a, b = int(segment_bounds[seg]), int(segment_bounds[seg + 1])
         sub_par, sub_dep = nest_stack(s[a:b], e[a:b], tolerance)
         par[a:b] = np.where(sub_par >= 0, sub_par + a, -1)
         dep[a:b] = sub_dep
-    parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
-    depth[order] = dep
-    return parent, depth
 
 
 def _ancestors_open(par: np.ndarray, dep: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
