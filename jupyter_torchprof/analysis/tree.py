@@ -79,10 +79,12 @@ def nest(
     new_lane = np.empty(n, dtype=bool)
     new_lane[0] = True
     np.not_equal(ln[1:], ln[:-1], out=new_lane[1:])
+    # For each interval, the position in this order where its lane begins.
     lane_starts = np.flatnonzero(new_lane)
     lane_first = np.repeat(lane_starts, np.diff(np.append(lane_starts, n)))
     dep, new_segment = _open_before(s, e, new_lane, lane_first)
     par, ok = _parent_one_level_up(s, e, dep, lane_first, tolerance)
+    # Where the check failed, the stack walk decides (in place, per segment).
     _restack_segments(par, dep, s, e, np.append(np.flatnonzero(new_segment), n), ok, tolerance)
     parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
     depth[order] = dep
