@@ -42,7 +42,7 @@ def part1(layers: int, steps: int) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    import jupyter_torchprof.profile  # noqa: F401 - imports happen before the timing, as in a session
+    import jupyter_torchprof.results.profile  # noqa: F401 - imports happen before the timing, as in a session
     from jupyter_torchprof import load
 
     torch.manual_seed(0)

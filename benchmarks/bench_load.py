@@ -60,7 +60,7 @@ def _child(kind: str, path: str) -> dict:
     out: dict = {}
     if kind == "ours":
         import jupyter_torchprof
-        from jupyter_torchprof.profile import Profile  # noqa: F401 - import cost outside the timing
+        from jupyter_torchprof.results.profile import Profile  # noqa: F401 - import cost outside the timing
 
         t0, c0 = time.perf_counter(), time.process_time()
         p = jupyter_torchprof.load(path)

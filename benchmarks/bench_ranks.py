@@ -66,7 +66,7 @@ def _child(kind: str, folder: str) -> dict:
     out: dict = {}
     if kind in ("serial", "pool"):
         import jupyter_torchprof
-        from jupyter_torchprof.ranks import RankSet  # noqa: F401 - import cost outside the timing
+        from jupyter_torchprof.results.ranks import RankSet  # noqa: F401 - import cost outside the timing
 
         rss0 = _rss_mb()
         t0 = time.perf_counter()

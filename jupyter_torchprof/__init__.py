@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from .results import seams as _seams
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .profile import Profile
-    from .ranks import RankSet
+    from .results.profile import Profile
+    from .results.ranks import RankSet
 
 __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension", "Profile"]
 
@@ -32,7 +33,7 @@ def load(
     ``Client``) when given, else in ``workers`` processes here (default:
     one per core).
     """
-    from .trace.loader import load as _load
+    from .results.load import load as _load
 
     return _load(path, name=name, client=client, workers=workers)
 
@@ -48,6 +49,24 @@ def unload_ipython_extension(ipython: Any) -> None:
     """Nothing to undo beyond what IPython does itself."""
 
 
+def _views() -> Any:
+    from .views import display
+
+    return display
+
+
+def _export() -> Any:
+    from . import export
+
+    return export
+
+
+# This module sees every layer, so it is where results learn which modules
+# show and write them (see `results.seams`); nothing is imported until asked.
+_seams.provide("views", _views)
+_seams.provide("export", _export)
+
+
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     return [{"src": "labextension", "dest": "jupyter-torchprof"}]
 
@@ -58,11 +77,11 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 def __getattr__(name: str) -> Any:
     if name == "Profile":
-        from .profile import Profile
+        from .results.profile import Profile
 
         return Profile
     if name == "RankSet":
-        from .ranks import RankSet
+        from .results.ranks import RankSet
 
         return RankSet
     raise AttributeError(f"module 'jupyter_torchprof' has no attribute {name!r}")

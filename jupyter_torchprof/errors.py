@@ -6,6 +6,8 @@ prints it as a ``UsageError`` and the loader raises it as is.
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 
@@ -37,3 +39,29 @@ class DeviceError(TorchProfError):
 
 class CaptureError(TorchProfError):
     """A profile could not be captured (profiler busy, nested run, bad cell)."""
+
+
+# --------------------------------------------------------------------------- #
+# disk errors, said in one line (the store, export and the reader share these)
+
+
+def mount_point(path: str | os.PathLike[str]) -> str:
+    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    while not os.path.ismount(p):
+        p = os.path.dirname(p)
+    return p
+
+
+def disk_error(exc: OSError, path: str | os.PathLike[str]) -> OSError:
+    """``exc`` as an OSError whose ``strerror`` is one line a person can act on.
+
+    A full disk (or quota) says which file system: "no space left on /home
+    (writing …/run.json)". Other errors keep their errno and say which file.
+    """
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "no space left on" if exc.errno == errno.ENOSPC else "disk quota exceeded on"
+        return OSError(exc.errno, f"{what} {mount_point(path)} (writing {path})")
+    return OSError(exc.errno, f"{exc.strerror or exc} ({exc.filename or path})")

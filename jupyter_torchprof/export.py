@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import TorchProfError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .profile import Profile
+    from .results.comparison import Comparison
+    from .results.profile import Profile
 
 #: chrome://tracing refuses JSON documents much above this size.
 CHROME_TRACING_LIMIT = 256 * 1024**2
@@ -71,14 +72,16 @@ def format_of(path: Path) -> str | None:
     return None
 
 
-def _human(n: float) -> str:
+def human_size(n: float) -> str:
+    """A byte count as people read file sizes (decimal units: ``1.2 MB``)."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n:.0f} B"
 
 
-def _source_trace(profile: Profile) -> Path:
+def source_trace(profile: Profile) -> Path:
+    """The trace file a profile came from, once a background compression has finished."""
     from .store import trace_file, wait_for_compression
 
     wait_for_compression()
@@ -126,16 +129,16 @@ def _atomic_write(target: Path, write: Callable[[Path], None]) -> None:
 
 
 def _write_trace(profile: Profile, target: Path, gz: bool, result: ExportResult) -> None:
-    src = _source_trace(profile)
+    src = source_trace(profile)
     size = json_size(src)
     src_gz = _is_gzip(src)
     result.messages.append(
-        f"writing {target.name}: the Kineto trace as captured ({_human(size)} of JSON"
+        f"writing {target.name}: the Kineto trace as captured ({human_size(size)} of JSON"
         + (", gzip-compressed)" if gz else ")")
     )
     if size > CHROME_TRACING_LIMIT:
         result.messages.append(
-            f"warning: {_human(size)} of JSON is above what chrome://tracing opens (~256 MB); "
+            f"warning: {human_size(size)} of JSON is above what chrome://tracing opens (~256 MB); "
             "Perfetto (ui.perfetto.dev, or a self-hosted copy) opens it"
         )
 
@@ -181,14 +184,15 @@ def _write_one(profile: Profile, target: Path, fmt: str, table: str, result: Exp
         page = report_html(profile)
         _atomic_write(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
         result.messages.append(
-            f"writing {target.name}: a standalone report ({_human(len(page))}, opens offline)"
+            f"writing {target.name}: a standalone report ({human_size(len(page))}, opens offline)"
         )
     else:  # pragma: no cover - format_of only returns known formats
         raise ExportError(f"unknown format {fmt}")
     result.paths.append(target)
 
 
-def _has_pyarrow() -> bool:
+def has_pyarrow() -> bool:
+    """Whether Parquet can be written here (pandas needs pyarrow for it)."""
     try:
         import pyarrow  # noqa: F401
     except ImportError:
@@ -197,7 +201,7 @@ def _has_pyarrow() -> bool:
 
 
 def _check_parquet() -> None:
-    if not _has_pyarrow():
+    if not has_pyarrow():
         raise ExportError("writing .parquet needs pyarrow (pip install pyarrow)")
 
 
@@ -215,7 +219,7 @@ def plan(path: str | Path, force: bool = False, table: str = "ops") -> list[tupl
         if not p.exists():
             raise ExportError(f"folder {p} does not exist; create it first")
         contents = list(FOLDER_CONTENTS)
-        if _has_pyarrow():
+        if has_pyarrow():
             contents += [("ops.parquet", "parquet"), ("kernels.parquet", "parquet")]
         items = [
             (p / name, fmt, name.split(".")[0] if fmt in ("csv", "parquet") else table)
@@ -277,7 +281,7 @@ def export(profile: Profile, path: str | Path, force: bool = False, table: str =
 
 def _copy_device_files(profile: Profile, folder: Path, result: ExportResult) -> None:
     """A folder export keeps the device traces (XPlane, Neuron files) where the loader finds them again."""
-    from .trace.loader import device_files
+    from .trace.files import device_files
 
     trace = profile.trace_path
     if trace is None:
@@ -332,7 +336,26 @@ def export_result(result: Any, path: str | Path, force: bool = False, table: str
         plan(report, force=force)  # refuse before writing anything
     written = [str(side.export(target, force=force, table=table)) for side, target in targets]
     if report is not None:
-        from .views.report import write_report
-
         written.append(str(write_report(result, report, force=force)))
     return written
+
+
+def write_report(result: Profile | Comparison, path: str | Path, force: bool = False) -> ExportResult:
+    """Write `report_html` of ``result`` to the ``.html`` file ``path``.
+
+    The checks and the atomic write are those of `export.export`: an
+    existing file is kept unless ``force``, and a failure leaves nothing
+    half-written.
+    """
+    from .views.report import report_html
+
+    ((target, fmt, _),) = plan(path, force=force)
+    if fmt != "html":
+        raise ExportError(f"a report is written to an .html file, not {Path(path).name}")
+    page = report_html(result)
+    try:
+        _atomic_write(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+    except OSError as exc:
+        raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
+    what = "a comparison report" if hasattr(result, "compiled") else "a standalone report"
+    return ExportResult([target], [f"writing {target.name}: {what} ({human_size(len(page))}, opens offline)"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -98,3 +99,8 @@ def totals_label(steps: int) -> str:
 def per_step_label(steps: int) -> str:
     """What a per-step table holds: ``per step (totals ÷ 3)``."""
     return f"per step (totals ÷ {max(int(steps or 0), 1)})"
+
+
+def esc(value: Any) -> str:
+    """Escape any value for HTML text and attribute context."""
+    return html.escape(str(value), quote=True)

@@ -79,12 +79,10 @@ def check_sort(sort: str | None, *, flops: bool = True, memory: bool = True) -> 
     """
     if not sort:
         return
-    import pandas as pd
-
-    from .profile import _sort_column
+    from .columns import sort_column
 
     try:
-        column = _sort_column(sort, pd.DataFrame(columns=[*_OP_COLUMNS, "flops", *_MEMORY_COLUMNS]))
+        column = sort_column(sort, [*_OP_COLUMNS, "flops", *_MEMORY_COLUMNS])
     except ValueError as exc:
         raise OptionError(f"--sort: {exc}") from None
     if column == "flops" and not flops:

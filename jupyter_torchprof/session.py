@@ -47,8 +47,8 @@ class RunSession:
 
     def load(self, args: argparse.Namespace) -> None:
         """``--load``: open a saved trace (or a folder of ranks), keep it, show it."""
+        from .results.load import load
         from .run_options import check_load
-        from .trace.loader import load
 
         check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
         try:
@@ -70,7 +70,7 @@ class RunSession:
         """
         import sys
 
-        from .profile import Profile
+        from .results.profile import Profile
         from .store import RunStore, source_key
 
         store = RunStore(args.run_dir or self.settings.run_dir or None)
@@ -282,7 +282,7 @@ class RunSession:
         from dataclasses import replace
 
         from .capture.compile import CompiledCell, CompileRecorder, compiled_names, cpu_kernel_ranges
-        from .comparison import Comparison
+        from .results.comparison import Comparison
 
         settings = self._compile_settings(args)
         base = args.name or default_name(code)
@@ -347,7 +347,7 @@ class RunSession:
         self, recorder: Any, cresult: Any, compiled: Any, compiled_runner: Any, store: Any
     ) -> tuple[Any, Any]:
         """What the compiler did, from the recorder and the compiled profile; (stats, compiled or None)."""
-        from .capture.compile import compiled_regions, generated_kernels
+        from .analysis.compile_stats import compiled_regions, generated_kernels
         from .capture.guards import NestedProfilerError
 
         stats = recorder.stats
@@ -365,8 +365,8 @@ class RunSession:
             return stats, None
         # Findings read this (graph breaks, recompiles); set before any display.
         compiled.compile_stats = stats
-        stats.kernels = generated_kernels(compiled)
-        regions = compiled_regions(compiled)
+        stats.kernels = generated_kernels(compiled.kernels, compiled.events, compiled.ops)
+        regions = compiled_regions(compiled.ops)
         # What ran in the profiled steps is the most direct evidence:
         # one compiled region per graph; compile ids above 0 are recompiles.
         stats.graphs = max(stats.graphs, len(regions))
@@ -415,9 +415,9 @@ class RunSession:
         extra_info: dict[str, Any] | None = None,
     ) -> Any:
         from .capture.guards import pause_for_tests
-        from .profile import CaptureInfo, Profile
+        from .results.profile import CaptureInfo, Profile
         from .store import TRACE_NAME, compress_in_background
-        from .trace.parser import parse_trace
+        from .trace.files import parse_trace
 
         pause_for_tests("parse")
         t0 = time.perf_counter()
@@ -467,14 +467,15 @@ class RunSession:
         return profile
 
     def _apply_view_settings(self, result: Any, args: argparse.Namespace) -> None:
-        from .profile import Profile, _sort_column
+        from .columns import sort_column
+        from .results.profile import Profile
 
         if not isinstance(result, Profile):
             return
         sort = self._sort(args)
         if sort:
             try:
-                _sort_column(sort, result.ops)
+                sort_column(sort, result.ops.columns)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
             result.sort = sort

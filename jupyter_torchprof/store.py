@@ -33,6 +33,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from .errors import disk_error
+
 RUN_FILE = "run.json"
 TRACE_NAME = "trace.json.gz"
 SCHEMA = 1
@@ -105,28 +107,6 @@ def _process_alive(pid: object, host: object) -> bool:
     except (OSError, OverflowError, ValueError):  # no such process, or not a pid here
         return False
     return True
-
-
-def mount_point(path: str | os.PathLike[str]) -> str:
-    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
-    p = os.path.abspath(path)
-    while not os.path.exists(p) and os.path.dirname(p) != p:
-        p = os.path.dirname(p)
-    while not os.path.ismount(p):
-        p = os.path.dirname(p)
-    return p
-
-
-def disk_error(exc: OSError, path: str | os.PathLike[str]) -> OSError:
-    """``exc`` as an OSError whose ``strerror`` is one line a person can act on.
-
-    A full disk (or quota) says which file system: "no space left on /home
-    (writing …/run.json)". Other errors keep their errno and say which file.
-    """
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        what = "no space left on" if exc.errno == errno.ENOSPC else "disk quota exceeded on"
-        return OSError(exc.errno, f"{what} {mount_point(path)} (writing {path})")
-    return OSError(exc.errno, f"{exc.strerror or exc} ({exc.filename or path})")
 
 
 def _discard(tmp: Path) -> None:
@@ -209,22 +189,23 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """``value`` with numpy scalars made plain and NaN/inf made None, so strict JSON accepts it."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "item"):  # numpy scalars
-        return _json_safe(value.item())
+        return json_safe(value.item())
     return value
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` as JSON to ``path`` so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    payload = json.dumps(_json_safe(data), indent=1, ensure_ascii=False, allow_nan=False)
+    payload = json.dumps(json_safe(data), indent=1, ensure_ascii=False, allow_nan=False)
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(payload)
@@ -505,7 +486,7 @@ class RunStore:
 
     def device_files(self, run_id: str) -> list[Path]:
         """The device traces kept with a run (XPlane, Neuron Explorer files), regular files only."""
-        from .trace.loader import device_files
+        from .trace.files import device_files
 
         found: set[Path] = set()
         for trace in self.locate_traces(run_id):
@@ -513,7 +494,7 @@ class RunStore:
         return sorted(found)
 
     def _add_device_files(self, run_dir: Path, source: Path) -> None:
-        from .trace.loader import device_files
+        from .trace.files import device_files
 
         for src in device_files(source):
             dest = run_dir / src.relative_to(source.parent)

@@ -31,9 +31,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_torchprof.capture.backends import Backend, backend_for, registry
-from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.results.load import load
+from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace import categories as K
-from jupyter_torchprof.trace.loader import load
 from jupyter_torchprof.trace.parser import parse_document
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,7 +325,7 @@ def test_captured_run_folder_reads_the_device_xplane(tmp_path: Path) -> None:
 
     from jupyter_torchprof.capture.device import resolve_device
     from jupyter_torchprof.capture.runner import CaptureOptions, capture
-    from jupyter_torchprof.trace.parser import parse_trace
+    from jupyter_torchprof.trace.files import parse_trace
 
     x = torch.randn(64, 64)
     result = capture(

@@ -16,7 +16,7 @@ from tracefiles import real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.errors import TraceError
-from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.results.profile import Profile
 
 #: Small real traces the mutations start from (read once).
 SMALL_TRACES = [

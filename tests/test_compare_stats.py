@@ -16,7 +16,7 @@ from jupyter_torchprof.analysis.diff import (
     smallest_p,
     verdict_text,
 )
-from jupyter_torchprof.views.format import fmt_time
+from jupyter_torchprof.format import fmt_time
 
 # --------------------------------------------------------------------------- #
 # the rule, on numbers chosen to sit on each side of it

@@ -28,7 +28,7 @@ from jupyter_torchprof.analysis.findings import (
     findings_frame,
     inputs_from_profile,
 )
-from jupyter_torchprof.ranks import RankSet
+from jupyter_torchprof.results.ranks import RankSet
 from jupyter_torchprof.views.findings import findings_html, findings_text
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -279,7 +279,7 @@ def _soup(page: str):
 
 
 def test_every_finding_opens_to_its_remedy_and_the_rest_are_one_click_away():
-    from jupyter_torchprof.views.format import fmt_time
+    from jupyter_torchprof.format import fmt_time
 
     f = findings("diff_pair/test.pt.trace.json.gz")
     checked = f[f["severity"] != "not checked"]

@@ -18,7 +18,7 @@ import pytest
 from tracefiles import REAL_TRACES, raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
-from jupyter_torchprof.views.format import headline_chips
+from jupyter_torchprof.format import headline_chips
 
 STEP = re.compile(r"^ProfilerStep#\d+$")
 

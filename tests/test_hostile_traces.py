@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from jupyter_torchprof import load
 from jupyter_torchprof.errors import TraceError
-from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace import reader
-from jupyter_torchprof.trace.parser import parse_trace
+from jupyter_torchprof.trace.files import parse_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY_US = 86_400e6
@@ -286,7 +286,7 @@ def test_symlink_to_dev_zero_is_refused(tmp_path):
 _BOMB_CHILD = textwrap.dedent(
     """
     import json, os, resource, sys
-    import jupyter_torchprof.profile  # imports counted in the baseline
+    import jupyter_torchprof.results.profile  # imports counted in the baseline
     from jupyter_torchprof import load
     from jupyter_torchprof.errors import TraceError
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

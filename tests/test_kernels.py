@@ -22,7 +22,7 @@ from tracefiles import GPU_TRACES, raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
 from jupyter_torchprof.analysis.tree import nest, nest_reference
-from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace.parser import parse_document
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}

@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from workloads import WORKLOADS
 
 from jupyter_torchprof import load
-from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.results.profile import Profile
 
 ACTIVE_STEPS = 3
 

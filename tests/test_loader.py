@@ -15,9 +15,9 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule,
 from tracefiles import GPU_TRACES, REAL_TRACES, raw_events, real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.profile import Profile
-from jupyter_torchprof.ranks import RankSet
-from jupyter_torchprof.trace.loader import find_traces, worker_of
+from jupyter_torchprof.results.profile import Profile
+from jupyter_torchprof.results.ranks import RankSet
+from jupyter_torchprof.trace.files import find_traces, worker_of
 from jupyter_torchprof.trace.parser import parse_document
 
 TABLES = ("ops", "kernels", "steps", "streams", "memcpy", "launches", "launch_summary", "gpu_annotations")

@@ -20,9 +20,9 @@ import pytest
 from tracefiles import ROOT, raw_events, real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.parallel import RankDigest, digest_files
-from jupyter_torchprof.profile import Profile
-from jupyter_torchprof.ranks import RankSet
+from jupyter_torchprof.results.parallel import RankDigest, digest_files
+from jupyter_torchprof.results.profile import Profile
+from jupyter_torchprof.results.ranks import RankSet
 
 #: Rank -> the real trace its copy is made from.
 SOURCES = {

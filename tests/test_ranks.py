@@ -15,7 +15,8 @@ import pytest
 from tracefiles import raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
-from jupyter_torchprof.ranks import STRAGGLER_RATIO, RankSet
+from jupyter_torchprof.analysis.ranks import STRAGGLER_RATIO
+from jupyter_torchprof.results.ranks import RankSet
 
 #: Real traces of different ranks (each names its own in distributedInfo).
 RANK_FILES = [

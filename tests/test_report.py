@@ -418,6 +418,6 @@ def test_export_into_refuses_to_overwrite(gp100, tmp_path):
     b, _ = export_into(gp100, html, tmp_path)
     assert a != b and a.exists() and b.exists()
     with pytest.raises(ExportError):
-        from jupyter_torchprof.views.report import write_report
+        from jupyter_torchprof.export import write_report
 
         write_report(gp100, a)

@@ -17,7 +17,7 @@ import pytest
 from tracefiles import GPU_TRACES, raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
-from jupyter_torchprof.views.format import fmt_time
+from jupyter_torchprof.format import fmt_time
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 HOST_CATS = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"}

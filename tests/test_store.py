@@ -408,7 +408,7 @@ def test_full_disk_is_one_line_naming_the_file_system(full_fs):
     assert info.value.strerror.startswith(f"no space left on {full_fs} ") and "\n" not in info.value.strerror
     assert [r["id"] for r in store.list()] == [run_dir.name]  # no empty folder left behind
     from jupyter_torchprof.errors import TraceError
-    from jupyter_torchprof.trace.parser import parse_trace
+    from jupyter_torchprof.trace.files import parse_trace
 
     with pytest.raises(TraceError, match=f"no space left on {full_fs}: the trace was not written"):
         parse_trace(run_dir / "trace.json")
@@ -438,7 +438,7 @@ def test_fsync_reporting_enospc_is_one_line(tmp_path, monkeypatch):
 def test_a_missing_trace_on_a_full_disk_says_so(tmp_path, monkeypatch):
     """statvfs (the OS's own account of free space) says the disk is full."""
     from jupyter_torchprof.errors import TraceError
-    from jupyter_torchprof.trace.parser import parse_trace
+    from jupyter_torchprof.trace.files import parse_trace
 
     real = os.statvfs(tmp_path)
     monkeypatch.setattr(os, "statvfs", lambda p: os.statvfs_result((*real[:4], 0, *real[5:])))

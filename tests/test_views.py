@@ -21,9 +21,9 @@ from tracefiles import key_averages_rows, raw_events, real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.analysis.lod import LodIndex, ancestor_count
-from jupyter_torchprof.profile import Profile
+from jupyter_torchprof.format import fmt_time
+from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace.parser import parse_bytes
-from jupyter_torchprof.views.format import fmt_time
 from jupyter_torchprof.views.interactive import WIDGET_MIME, widgets_available
 from jupyter_torchprof.views.memory import build_memory, device_series, envelope
 from jupyter_torchprof.views.tables import KernelTable, OpTable, available_groupings, match_names
@@ -551,7 +551,7 @@ def test_memory_view_peak_matches_the_trace(cpu_run):
     assert max(float(s["allocated"].max()) for s in series.values()) == max(allocated)
     layout = build_memory(cpu_run)
     legend = layout.children[0].legend[0].items[0].label["value"]
-    from jupyter_torchprof.views.format import fmt_bytes
+    from jupyter_torchprof.format import fmt_bytes
 
     assert fmt_bytes(max(allocated)) in legend
     assert re.search(r"peak", legend)

@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 from jupyter_torchprof.errors import TraceError
+from jupyter_torchprof.results.load import load
 from jupyter_torchprof.trace import categories as K
 from jupyter_torchprof.trace import xplane
-from jupyter_torchprof.trace.loader import load, parse_xplane
+from jupyter_torchprof.trace.files import parse_xplane
 
 DATA = Path(__file__).parent / "data"
 JAX_FILES = ["jax_cpu_jit", "jax_cpu_steps"]

@@ -45,7 +45,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..analysis.memory import memory_peaks
-from ..store import RunStore, _json_safe, is_run_id
+from ..store import RunStore, is_run_id, json_safe
 
 #: Rows of a table sent by default (the biggest first); ``?limit=`` changes it.
 DEFAULT_ROWS = 1000
@@ -143,7 +143,7 @@ class ProfileCache:
 
     def profile(self, path: Path) -> Any:
         """The Profile of a trace file."""
-        from ..profile import Profile
+        from ..results.profile import Profile
 
         return self._get(
             self._profiles, self._max_profiles, self.file_key(path), lambda: Profile.from_file(path)
@@ -170,7 +170,7 @@ def frame_json(frame: Any, limit: int | None = None) -> dict[str, Any]:
     columns = [str(c) for c in frame.columns]
     cols = [frame[c].tolist() for c in frame.columns]
     rows = [list(r) for r in zip(*cols, strict=True)] if cols else []
-    return {"columns": columns, "rows": _json_safe(rows), "total_rows": total}
+    return {"columns": columns, "rows": json_safe(rows), "total_rows": total}
 
 
 def _sorted_ops(ops: Any, device: bool) -> Any:
@@ -283,7 +283,7 @@ class RunsBase(APIHandler):
 
     def write_json(self, data: Any) -> None:
         """Finish with ``data`` as strict JSON."""
-        self.finish(json.dumps(_json_safe(data), allow_nan=False))
+        self.finish(json.dumps(json_safe(data), allow_nan=False))
 
 
 class RunListHandler(RunsBase):

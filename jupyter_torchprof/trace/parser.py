@@ -877,17 +877,6 @@ def parse_document(doc: Any, path: str | Path | None = None) -> TraceData:
     return parse_bytes(orjson.dumps(doc), path, defer_flows=False)
 
 
-def parse_trace(path: str | Path) -> TraceData:
-    """Read, decode and parse one trace file, with the device traces written beside it.
-
-    See `loader.parse_with_device`: a TorchTPU run's XPlane file becomes
-    device events of the same trace.
-    """
-    from .loader import parse_with_device
-
-    return parse_with_device(path)
-
-
 _BOM = b"\xef\xbb\xbf"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import TraceError
+from ..errors import TraceError, mount_point
 
 #: What `default_max_bytes` allows of the memory available when no limit is set.
 #: Parsing holds the JSON text plus its columns and a decoded chunk; about
@@ -172,8 +172,6 @@ def full_disk(path: str | Path, what: str) -> str | None:
     A profiler that runs out of space while exporting leaves no file, an
     empty one or half of one; saying so beats "no such file".
     """
-    from ..store import mount_point
-
     try:
         st = os.statvfs(mount_point(path))
     except OSError:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 import pandas as pd
 
-from .format import fmt_count
+from ..format import fmt_count
 from .tables import Column, make_table, match_names, table_height
-from .widget import ProfileView, _bokeh_pane
+from .widget import ProfileView, bokeh_pane
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..comparison import Comparison
+    from ..results.comparison import Comparison
 
 
 def _esc(value: Any) -> str:
@@ -41,7 +41,7 @@ def _wide(widget: W.Widget) -> W.Widget:
 
 
 def _table_pane(model: Any, cls: str) -> W.Widget:
-    pane = _wide(_bokeh_pane(model))
+    pane = _wide(bokeh_pane(model))
     pane.add_class(cls)
     return pane
 

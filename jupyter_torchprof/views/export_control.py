@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .format import fmt_count
+from ..format import fmt_count
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..export import ExportResult
-    from ..profile import Profile
+    from ..results.profile import Profile
 
 #: Folder (under the working directory) that exports from the view go to.
 EXPORT_DIR = "torchprof-exports"
@@ -74,7 +74,7 @@ class Choice:
 
 
 def _has_pyarrow() -> bool:
-    from ..export import _has_pyarrow as has
+    from ..export import has_pyarrow as has
 
     return has()
 
@@ -236,7 +236,7 @@ def export_into(
 
 
 def _human(n: float) -> str:
-    from ..export import _human as human
+    from ..export import human_size as human
 
     return human(n)
 
@@ -385,9 +385,9 @@ class ExportControl:
         try:
             if c.is_trace:
                 # Say the size before writing: a big trace takes a while.
-                from ..export import _source_trace, json_size
+                from ..export import json_size, source_trace
 
-                size = json_size(_source_trace(self.profile))
+                size = json_size(source_trace(self.profile))
                 line = f"writing the trace: {_human(size)} of JSON" + (
                     ", gzip-compressed …" if c.suffix.endswith(".gz") else " …"
                 )

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import fmt_time
+from ..format import fmt_time
 
 _NOT_CHECKED = "not checked"
 _MORE = ""  # severity slot of the "(N more ...)" line
@@ -139,7 +139,7 @@ def finding_lines(findings: pd.DataFrame | None, limit: int | None = None) -> tu
     return lines[:cut] + _unchecked_lines(unchecked), lines[cut:]
 
 
-def _lines(findings: pd.DataFrame, limit: int | None) -> list[tuple[str, str, str]]:
+def flat_lines(findings: pd.DataFrame, limit: int | None) -> list[tuple[str, str, str]]:
     """(severity, text, detail) per line, a "(N more ...)" line for the hidden (report, text)."""
     shown, hidden = finding_lines(findings, limit)
     checked = [ln for ln in shown if ln.severity != _NOT_CHECKED]
@@ -160,7 +160,7 @@ def findings_text(findings: pd.DataFrame, limit: int | None = 8) -> str:
     limit
         Findings shown besides the ``not checked`` line(s); None or -1 for all.
     """
-    lines = _lines(findings, limit)
+    lines = flat_lines(findings, limit)
     if not lines:
         return ""
     width = max(len(s) for s, _, _ in lines)

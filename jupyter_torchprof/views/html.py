@@ -1,19 +1,18 @@
 """Static HTML: what nbconvert, notebook viewers and widget-less frontends show.
 
 Every name that came out of a trace is user-controlled (``record_function``
-labels, kernel names) and goes through `html.escape`; nothing here builds
+labels, kernel names) and goes through `format.esc`; nothing here builds
 markup from data any other way.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
-from .format import ellipsize, fmt_count, fmt_time, totals_label
+from ..format import ellipsize, esc, fmt_count, fmt_time, totals_label
 from .text import op_columns, summary_line
 
 _STYLE = """
@@ -30,11 +29,6 @@ _STYLE = """
 .jp-TorchProf-static caption { text-align: left; font-weight: 600; padding: 4px 0; }
 </style>
 """
-
-
-def esc(value: Any) -> str:
-    """Escape any value for HTML text and attribute context."""
-    return html.escape(str(value), quote=True)
 
 
 def table_html(

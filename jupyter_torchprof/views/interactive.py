@@ -13,7 +13,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profile import Profile
+    from ..results.comparison import Comparison
+    from ..results.profile import Profile
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -70,3 +71,24 @@ def interactive_bundle(profile: Profile, include: Any = None, exclude: Any = Non
         return {}
     bundle = view._repr_mimebundle_() or {}
     return {WIDGET_MIME: bundle[WIDGET_MIME]} if WIDGET_MIME in bundle else {}
+
+
+def comparison_widget_part(
+    comparison: Comparison, include: Any = None, exclude: Any = None
+) -> dict[str, Any]:
+    """The eager | compiled | diff widget part of a comparison's mimebundle ({} where it cannot show)."""
+    if (include and WIDGET_MIME not in include) or (exclude and WIDGET_MIME in exclude):
+        return {}
+    if not widgets_available():
+        return {}
+    try:
+        from .compare import ComparisonView
+
+        view = ComparisonView(comparison)
+    except Exception as exc:  # noqa: BLE001 - the static view must survive any bug here
+        warnings.warn(
+            f"torchprof: the comparison view could not be built ({exc}); showing static tables", stacklevel=2
+        )
+        return {}
+    part = view._repr_mimebundle_() or {}
+    return {WIDGET_MIME: part[WIDGET_MIME]} if WIDGET_MIME in part else {}

@@ -15,13 +15,12 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.memory import CPU_DEVICE_TYPE
-from .format import fmt_bytes
+from ..format import fmt_bytes
 from .style import FMT_BYTES_JS, FMT_TIME_JS, device_colour, follow_theme, time_tick_formatter
 from .tables import Column, make_table, table_height
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profile import Profile
-
+    from ..results.profile import Profile
 
 
 def legend_label(device: str, peak: float) -> str:

@@ -29,18 +29,16 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from .._version import __version__
-from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, headline_chips, totals_label
+from ..format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, headline_chips, totals_label
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..comparison import Comparison
-    from ..export import ExportResult
-    from ..profile import Profile
+    from ..results.comparison import Comparison
+    from ..results.profile import Profile
 
 #: Rows per table at most (the tables say how many were left out).
 REPORT_ROWS = 5000
@@ -347,13 +345,13 @@ def _summary_html(profile: Profile) -> str:
 
 
 def _findings_html(profile: Profile) -> str:
-    from .findings import _lines
+    from .findings import flat_lines
 
     try:
         findings = profile.findings
     except Exception as exc:  # noqa: BLE001 - a failing rule must not cost the report
         return f'<p class="tp-warn">{_esc(f"findings unavailable: {type(exc).__name__}: {exc}")}</p>'
-    lines = _lines(findings, None)
+    lines = flat_lines(findings, None)
     if not lines:
         return '<p class="tp-muted">Nothing to point at.</p>'
     items = []
@@ -371,17 +369,17 @@ def _findings_html(profile: Profile) -> str:
 
 
 def _ops_html(profile: Profile, prefix: str) -> str:
-    ops = profile._sorted_ops()
+    ops = profile.sorted_ops()
     if ops.empty:
         return '<p class="tp-muted">No ops in this trace.</p>'
     cols = _op_columns(profile, ops)
-    from ..profile import _sort_column
+    from ..columns import sort_column
 
     device = bool(profile.summary.get("device_traced"))
     metric = "self_device_us" if device else "self_cpu_us"
     if profile.sort:
         try:
-            metric = _sort_column(profile.sort, ops)
+            metric = sort_column(profile.sort, ops.columns)
         except ValueError:
             pass
     totals = f"self CPU {fmt_time(ops['self_cpu_us'].sum())}"
@@ -757,24 +755,3 @@ def report_html(result: Profile | Comparison) -> str:
     if hasattr(result, "compiled") and hasattr(result, "eager"):
         return comparison_report_html(result)  # type: ignore[arg-type]
     return profile_report_html(result)  # type: ignore[arg-type]
-
-
-def write_report(result: Profile | Comparison, path: str | Path, force: bool = False) -> ExportResult:
-    """Write `report_html` of ``result`` to the ``.html`` file ``path``.
-
-    The checks and the atomic write are those of `export.export`: an
-    existing file is kept unless ``force``, and a failure leaves nothing
-    half-written.
-    """
-    from ..export import ExportError, ExportResult, _atomic_write, _human, plan
-
-    ((target, fmt, _),) = plan(path, force=force)
-    if fmt != "html":
-        raise ExportError(f"a report is written to an .html file, not {Path(path).name}")
-    page = report_html(result)
-    try:
-        _atomic_write(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
-    except OSError as exc:
-        raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
-    what = "a comparison report" if hasattr(result, "compiled") else "a standalone report"
-    return ExportResult([target], [f"writing {target.name}: {what} ({_human(len(page))}, opens offline)"])

@@ -25,12 +25,12 @@ import pandas as pd
 
 from ..analysis import modules as modules_mod
 from ..analysis import ops as ops_mod
+from ..format import fmt_count, fmt_time, per_step_label, totals_label
 from ..trace import categories as K
-from .format import fmt_count, fmt_time, per_step_label, totals_label
 from .style import FMT_BYTES_JS, FMT_TIME_JS, table_stylesheet
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profile import Profile
+    from ..results.profile import Profile
 
 #: Rows sent by default; "show all" sends up to `MAX_ROWS`.
 DEFAULT_ROWS = 100
@@ -455,10 +455,10 @@ class OpTable:
         if self.mode == "total":
             return "device_total_us" if self.device else "cpu_total_us"
         if self.profile.sort:
-            from ..profile import _sort_column
+            from ..columns import sort_column
 
             try:
-                return _sort_column(self.profile.sort, self.full)
+                return sort_column(self.profile.sort, self.full.columns)
             except ValueError:
                 pass
         return "self_device_us" if self.device else "self_cpu_us"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import ellipsize, fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, totals_label
+from ..format import ellipsize, fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, totals_label
 
 
 def summary_line(summary: dict[str, Any]) -> str:

@@ -34,8 +34,8 @@ import pandas as pd
 
 from ..analysis.frames import machinery_frames
 from ..analysis.lod import Glyphs, LodIndex, ancestor_count
+from ..format import ellipsize, fmt_bytes, fmt_time
 from ..trace import categories as K
-from .format import ellipsize, fmt_bytes, fmt_time
 from .style import (
     ACCENT,
     BASE_COLOURS,
@@ -48,7 +48,7 @@ from .style import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profile import Profile
+    from ..results.profile import Profile
 
 #: Host kinds drawn in a thread's op lane.
 OP_LANE_KINDS = (K.CPU_OP, K.USER_ANNOTATION, K.RUNTIME)

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 import numpy as np
 
-from .format import fmt_count, headline_chips
+from ..format import fmt_count, headline_chips
 from .memory import build_memory, has_memory
 from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
 from .timeline import Timeline
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profile import Profile
+    from ..results.profile import Profile
 
 #: Views kept alive; older ones are closed so that re-running a cell many
 #: times does not keep every old profile in memory.
@@ -153,7 +153,7 @@ class ProfileView(W.VBox):
     # -- pages ----------------------------------------------------------------
 
     def _bokeh_model(self, model: Any, cls: str) -> W.Widget:
-        bm = _bokeh_pane(model)
+        bm = bokeh_pane(model)
         bm.add_class(cls)
         bm.layout.width = "100%"
         return bm
@@ -398,7 +398,7 @@ def _per_step_toggle(profile: Profile) -> W.ToggleButtons:
     return toggle
 
 
-def _bokeh_pane(model: Any) -> W.Widget:
+def bokeh_pane(model: Any) -> W.Widget:
     """A ``BokehModel`` widget for ``model`` that may be closed twice.
 
     jupyter_bokeh's ``close`` fails when called again (ipywidgets calls it

@@ -291,7 +291,7 @@ def _counted_steps_and_launches(profile: Any) -> tuple[pd.DataFrame, np.ndarray 
     counted = steps["counted"].to_numpy(bool)
     remap = np.full(len(steps) + 1, -1, dtype=np.int64)
     remap[np.flatnonzero(counted)] = np.arange(int(counted.sum()))
-    events = profile._data.events
+    events = profile.parsed_events
     launch_step = np.full(len(events), -1, dtype=np.int64)
     launch_step[activity_rows(events)] = remap[np.where(owner >= 0, owner, len(steps))]
     return counted_steps(steps), launch_step

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import Backend
+from .base import Backend
 
 
 class CudaBackend(Backend):

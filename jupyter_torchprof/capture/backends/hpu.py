@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import Backend
+from .base import Backend
 
 
 class HpuBackend(Backend):

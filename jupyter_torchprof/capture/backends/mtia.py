@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Backend
+from .base import Backend
 
 
 class MtiaBackend(Backend):

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import Backend
+from .base import Backend
 
 _PLACES = ("torch.neuron.profiler", "torch_neuronx.profiler")
 #: Every mode the beta documents: device instructions, runtime calls, host CPU and memory.

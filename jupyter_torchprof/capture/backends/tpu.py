@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import Backend
+from .base import Backend
 
 #: Tracer levels: host TraceMe events at the level TorchTPU's docs use for
 #: op-level analysis, device ops on, the Python tracer off (torch.profiler

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .analysis import diff as diff_mod
-from .format import fmt_time
+from ..analysis import diff as diff_mod
+from ..format import fmt_time
+from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .capture.compile import CompileStats
+    from ..analysis.compile_stats import CompileStats
     from .profile import Profile
     from .profile_diff import ProfileDiff
 
@@ -135,44 +136,4 @@ class Comparison:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from .views.html import esc
-
-        lines = "".join(f"<div>{esc(line)}</div>" for line in self.headline_lines())
-        tb = ""
-        if self.compile_stats.traceback:
-            tb = (
-                "<details><summary>full traceback</summary>"
-                f"<pre>{esc(self.compile_stats.traceback)}</pre></details>"
-            )
-        parts = [
-            f'<div class="jp-TorchProf-static"><div class="jp-TorchProf-summary">{esc(self.name)}: eager vs compiled</div>{lines}{tb}</div>'
-        ]
-        for label, p in (("eager", self.eager), ("compiled", self.compiled)):
-            if p is not None:
-                parts.append(f"<h4>{esc(label)}</h4>" + p._repr_html_static())
-        bundle = {"text/plain": self.text(), "text/html": "".join(parts)}
-        bundle.update(_widget_part(self, include, exclude))
-        return bundle
-
-
-def _widget_part(comparison: Comparison, include: Any, exclude: Any) -> dict[str, Any]:
-    """The eager | compiled | diff widget, where a widget frontend can show it."""
-    import warnings
-
-    from .views.interactive import WIDGET_MIME, widgets_available
-
-    if (include and WIDGET_MIME not in include) or (exclude and WIDGET_MIME in exclude):
-        return {}
-    if not widgets_available():
-        return {}
-    try:
-        from .views.compare import ComparisonView
-
-        view = ComparisonView(comparison)
-    except Exception as exc:  # noqa: BLE001 - the static view must survive any bug here
-        warnings.warn(
-            f"torchprof: the comparison view could not be built ({exc}); showing static tables", stacklevel=2
-        )
-        return {}
-    part = view._repr_mimebundle_() or {}
-    return {WIDGET_MIME: part[WIDGET_MIME]} if WIDGET_MIME in part else {}
+        return seams.views().comparison_bundle(self, include, exclude)

@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import TraceError
+from ..errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..trace.parser import TraceMeta
     from .profile import Profile
-    from .trace.parser import TraceMeta
 
 #: Tables a digest carries besides its summary and findings.
 DIGEST_TABLES = ("ops", "kernels", "steps", "streams")
@@ -100,7 +100,7 @@ class _Failed:
 
 def digest_profile(p: Profile) -> RankDigest:
     """The digest of a loaded profile (computes its tables and findings)."""
-    from .ranks import rank_row
+    from ..analysis.ranks import rank_row
 
     return RankDigest(
         path=str(p.meta.path),

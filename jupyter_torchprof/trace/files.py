@@ -1,4 +1,4 @@
-"""Files and folders → Profiles.
+"""Trace files and folders: find them, and parse one with the device traces beside it.
 
 A folder may hold one trace per rank (``rank-0.pt.trace.json.gz`` ...), or
 the layout ``tensorboard_trace_handler`` writes
@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profile import Profile
-    from ..ranks import RankSet
     from .parser import TraceData
 
 _SUFFIXES = (".json", ".json.gz")
@@ -285,45 +283,21 @@ def _entries(folder: Path) -> list[Path]:
         return []
 
 
-def load(
-    path: str | Path, name: str | None = None, client: Any = None, workers: int | None = None
-) -> Profile | RankSet:
-    """Load a trace file, or a folder of traces (see module docs).
+def folder_traces(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The Kineto traces in ``folder`` (see `find_traces`) and its XPlane files.
 
-    A folder of several traces is parsed in parallel: on ``client`` (a
-    ``dask.distributed.Client``) when given, else in ``workers`` processes
-    on this machine (default: one per core; see `parallel.digest_files`).
-
-    Raises
-    ------
-    TraceError
-        The path does not exist, a file is not a readable trace, or a folder
-        holds no (readable) trace. In a folder of several traces, unreadable
-        ones are skipped with a warning naming each.
+    Beside each XPlane file xprof may have written its own Chrome-trace
+    copy; that is not a Kineto trace of the run, the XPlane is, so it is
+    left out of the traces.
     """
-    from ..profile import Profile
+    files = find_traces(folder)
+    planes = xplane_files(folder)
+    return [f for f in files if not any(_is_xprof_sibling(x, f) for x in planes)], planes
 
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise TraceError(p, "no such file or folder")
-    if p.is_file():
-        if p.name.endswith(XPLANE_SUFFIX):
-            return Profile(parse_xplane(p), name=name)
-        return Profile(parse_with_device(p), name=name)
-    if not p.is_dir():
-        raise TraceError(p, "is neither a file nor a folder")
-    files = find_traces(p)
-    planes = xplane_files(p)
-    # Beside each XPlane file xprof may have written its own Chrome-trace
-    # copy; that is not a Kineto trace of the run, the XPlane is.
-    files = [f for f in files if not any(_is_xprof_sibling(x, f) for x in planes)]
-    if not files and planes:
-        newest = max(x.parent for x in planes)
-        return Profile(parse_xplane([x for x in planes if x.parent == newest][0]), name=name)
-    if not files:
-        raise TraceError(p, "no trace files (*.json, *.json.gz or *.xplane.pb) in this folder")
-    if len(files) == 1:
-        return Profile(parse_with_device(files[0]), name=name)
-    from ..ranks import RankSet
 
-    return RankSet.from_files(files, name=name or p.name, client=client, workers=workers)
+def parse_trace(path: str | Path) -> TraceData:
+    """Read, decode and parse one trace file, with the device traces written beside it.
+
+    The same as `parse_with_device`; the name callers reach for.
+    """
+    return parse_with_device(path)

@@ -6,108 +6,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
-from .analysis.findings.thresholds import THRESHOLDS
+from ..analysis.findings.thresholds import THRESHOLDS
+from ..analysis.ranks import finish_rank_table, rank_row
 from .profile import Profile
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..trace.parser import TraceMeta
     from .parallel import RankDigest
-    from .trace.parser import TraceMeta
-from .views.format import fmt_pct, fmt_time
-from .views.text import render_table
-
-#: A rank whose step takes this much longer than the median is a straggler
-#: (defined with the other findings thresholds).
-STRAGGLER_RATIO = THRESHOLDS.straggler_ratio
-
-
-def cross_rank_table(profiles: Sequence[Profile]) -> pd.DataFrame:
-    """One row per rank: step time, busy times and communication time.
-
-    Columns: ``rank`` (from the trace's ``distributedInfo``, else the
-    position), ``worker`` (from the file name), ``file``, ``steps``,
-    ``wall_per_step_us``, ``cpu_busy_per_step_us``,
-    ``device_busy_per_step_us``, ``device_idle_per_step_us``,
-    ``device_busy_pct``, ``comm_per_step_us`` (communication kernels such as
-    NCCL collectives; for a trace without device work, the time inside
-    host-side collectives such as ``gloo:all_reduce``),
-    ``compute_per_step_us`` (all other kernels), ``work_per_step_us`` (step
-    time outside communication), ``vs_median`` (step time over the median
-    rank's), ``work_vs_median`` (the same for ``work_per_step_us``) and
-    ``straggler``.
-
-    Collectives make every rank wait for the slowest, so in steady state all
-    ranks' steps last about as long: the straggler is the rank whose *work*
-    takes longest (and which waits least in its collectives). A rank is
-    flagged when its step time or its work is more than `STRAGGLER_RATIO`
-    times the median rank's.
-    """
-    rows = []
-    for i, p in enumerate(profiles):
-        row = rank_row(p)
-        if row["rank"] is None:
-            row["rank"] = i
-        rows.append(row)
-    return finish_rank_table(rows)
-
-
-def rank_row(p: Profile) -> dict[str, Any]:
-    """One rank's row of `cross_rank_table`, before the columns that compare ranks.
-
-    ``rank`` is None when the trace does not record it (the table then
-    uses the rank's position).
-    """
-    from .analysis import steps as steps_mod
-    from .analysis.kernels import union_length
-    from .trace.loader import worker_of
-
-    s = p.summary
-    per = max(s["steps"], 1)
-    k = p.kernels
-    comm = float(k.loc[k["family"] == "communication", "total_us"].sum()) if not k.empty else 0.0
-    compute = (
-        float(k.loc[(k["family"] != "communication") & (k["kind"] == "kernel"), "total_us"].sum())
-        if not k.empty
-        else 0.0
-    )
-    if not s["device_traced"]:
-        if s["steps"]:
-            comm = float(p.steps["host_comm_us"].sum())
-        else:
-            ev = p._data.events
-            rows_c = steps_mod.collective_rows(ev)
-            t = ev["ts"].to_numpy()[rows_c]
-            comm = union_length(t, t + ev["dur"].to_numpy()[rows_c])
-    return {
-        "rank": p.meta.rank,
-        "worker": worker_of(Path(p.meta.path)) if p.meta.path else p.name,
-        "file": Path(p.meta.path).name if p.meta.path else "",
-        "steps": s["steps"],
-        "wall_per_step_us": s["wall_per_step_us"],
-        "cpu_busy_per_step_us": s["cpu_busy_per_step_us"],
-        "device_busy_per_step_us": s["device_busy_per_step_us"],
-        "device_idle_per_step_us": (
-            max(s["wall_per_step_us"] - s["device_busy_per_step_us"], 0.0) if s["device_traced"] else np.nan
-        ),
-        "device_busy_pct": s["device_busy_pct"],
-        "comm_per_step_us": comm / per,
-        "compute_per_step_us": compute / per,
-        "work_per_step_us": max(s["wall_per_step_us"] - comm / per, 0.0),
-    }
-
-
-def finish_rank_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """The cross-rank table from the ranks' rows: medians, ratios, stragglers, sorted by rank."""
-    table = pd.DataFrame(list(rows))
-    if table.empty:
-        return table
-    for col, out in (("wall_per_step_us", "vs_median"), ("work_per_step_us", "work_vs_median")):
-        median = float(np.median(table[col]))
-        table[out] = table[col] / median if median > 0 else np.nan
-    table["straggler"] = (table["vs_median"] > STRAGGLER_RATIO) | (table["work_vs_median"] > STRAGGLER_RATIO)
-    return table.sort_values(["rank", "file"], kind="stable").reset_index(drop=True)
+from . import seams
 
 
 class _Loaded:
@@ -284,7 +192,7 @@ class RankSet:
     def straggler_findings(self) -> pd.DataFrame:
         """The stragglers as findings (see `Profile.findings` for the columns)."""
         if "_stragglers" not in self.__dict__:
-            from .analysis.findings import find_stragglers, findings_frame
+            from ..analysis.findings import find_stragglers, findings_frame
 
             self.__dict__["_stragglers"] = findings_frame(find_stragglers(self.table, THRESHOLDS))
         return self.__dict__["_stragglers"]
@@ -296,7 +204,7 @@ class RankSet:
         ``event_rows`` refer to the ``events`` of the rank in that column.
         """
         if "_findings" not in self.__dict__:
-            from .analysis.findings import merge_rank_findings
+            from ..analysis.findings import merge_rank_findings
 
             self.__dict__["_findings"] = merge_rank_findings(
                 self.straggler_findings,
@@ -307,43 +215,12 @@ class RankSet:
             )
         return self.__dict__["_findings"]
 
-    _HEADERS = [
-        "Rank", "Steps", "Wall/step", "Device busy/step", "Busy %", "Comm/step", "Work/step", "vs median",
-    ]  # fmt: skip
-
-    def _rows(self) -> list[list[str]]:
-        return [
-            [
-                str(r.rank),
-                str(r.steps),
-                fmt_time(r.wall_per_step_us),
-                fmt_time(r.device_busy_per_step_us),
-                fmt_pct(r.device_busy_pct),
-                fmt_time(r.comm_per_step_us),
-                fmt_time(r.work_per_step_us),
-                f"{r.vs_median:.2f}× step, {r.work_vs_median:.2f}× work"
-                + (" straggler" if r.straggler else ""),
-            ]
-            for r in self.table.itertuples(index=False)
-        ]
-
     def text(self) -> str:
         """The cross-rank table as text."""
-        from .views.findings import findings_text
-
-        text = f"{self.name}: {len(self)} ranks\n" + render_table(self._rows(), self._HEADERS, 12)
-        if self.notes:
-            text += "\n" + "\n".join(f"note: {n}" for n in self.notes)
-        found = findings_text(self.straggler_findings)
-        return text + "\n" + found if found else text
+        return seams.views().rankset_text(self)
 
     def __repr__(self) -> str:
         return f"<RankSet {self.name!r}: ranks {self.ranks}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from .views.findings import findings_html
-        from .views.html import table_html
-
-        body = table_html(self._rows(), self._HEADERS, caption=f"{self.name}: {len(self)} ranks")
-        body += findings_html(self.straggler_findings)
-        return {"text/plain": self.text(), "text/html": f'<div class="jp-TorchProf-static">{body}</div>'}
+        return seams.views().rankset_bundle(self)

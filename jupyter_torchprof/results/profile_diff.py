@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .analysis import diff as diff_mod
-from .format import fmt_time
+from ..analysis import diff as diff_mod
+from ..format import fmt_time
+from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .profile import Profile
@@ -96,7 +97,4 @@ class ProfileDiff:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from .views.html import esc
-
-        rows = "".join(f"<div>{esc(line)}</div>" for line in self.text().splitlines())
-        return {"text/plain": self.text(), "text/html": f'<div class="jp-TorchProf-static">{rows}</div>'}
+        return seams.views().diff_bundle(self)

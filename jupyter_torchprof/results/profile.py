@@ -16,17 +16,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .analysis import kernels as kernels_mod
-from .analysis import links as links_mod
-from .analysis import modules as modules_mod
-from .analysis import ops as ops_mod
-from .analysis import steps as steps_mod
-from .analysis import tree as tree_mod
-from .trace import categories as K
-from .trace.parser import TraceData, TraceMeta, parse_trace, read_flows
+from ..analysis import kernels as kernels_mod
+from ..analysis import links as links_mod
+from ..analysis import modules as modules_mod
+from ..analysis import ops as ops_mod
+from ..analysis import steps as steps_mod
+from ..analysis import tree as tree_mod
+from ..columns import sort_column
+from ..trace import categories as K
+from ..trace.files import parse_trace
+from ..trace.parser import TraceData, TraceMeta, read_flows
+from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .export import ExportResult
     from .profile_diff import ProfileDiff
 
 
@@ -128,6 +130,11 @@ class Profile:
     @cached_property
     def _tree(self) -> pd.DataFrame:
         return tree_mod.host_tree(self._data.events, self.meta.time_precision_us)
+
+    @property
+    def parsed_events(self) -> pd.DataFrame:
+        """The events as parsed (see `TraceData`), before the call tree and links are added."""
+        return self._data.events
 
     @cached_property
     def _links(self) -> pd.DataFrame:
@@ -406,20 +413,20 @@ class Profile:
         step at stake), ``event_rows`` (positions in `events`), ``ops`` and
         ``kernels`` (names in the op and kernel tables); most severe first.
         """
-        from .analysis.findings import find, inputs_from_profile
+        from ..analysis.findings import find, inputs_from_profile
 
         return find(inputs_from_profile(self))
 
-    def export(self, path: str | Path, force: bool = False, table: str = "ops") -> ExportResult:
+    def export(self, path: str | Path, force: bool = False, table: str = "ops") -> Any:
         """Write the trace, a table, the text tables or a standalone HTML report.
 
         The format comes from the suffix of ``path`` (``.json``, ``.json.gz``,
         ``.csv``, ``.parquet``, ``.html``, ``.txt``); a folder gets all of
-        them. Existing files are kept unless ``force``. See `export.export`.
+        them. Existing files are kept unless ``force``. Returns an
+        `export.ExportResult` (the files written, and what to know about them);
+        see `export.export`.
         """
-        from .export import export
-
-        return export(self, path, force=force, table=table)
+        return seams.exporter().export(self, path, force=force, table=table)
 
     def diff(self, other: Profile, labels: tuple[str, str] | None = None) -> ProfileDiff:
         """Compare this profile (baseline) with ``other``, per op, per kernel, per step."""
@@ -430,11 +437,12 @@ class Profile:
     # ------------------------------------------------------------------ #
     # rendering
 
-    def _sorted_ops(self, sort: str | None = None) -> pd.DataFrame:
+    def sorted_ops(self, sort: str | None = None) -> pd.DataFrame:
+        """The op table sorted by ``sort`` (else the profile's `sort`; unsorted when neither is set)."""
         table = self.ops
         key = sort or self.sort
         if key:
-            col = _sort_column(key, table)
+            col = sort_column(key, table.columns)
             table = table.sort_values(col, ascending=False, kind="stable")
         return table
 
@@ -459,44 +467,17 @@ class Profile:
         findings
             Start with the findings (see `findings`), one line each.
         """
-        from .views.findings import findings_text
-        from .views.text import kernel_table_text, op_table_text, summary_line
-
-        limit = self.row_limit if row_limit is None or row_limit == 0 else row_limit
-        device = bool(self.summary["device_traced"])
-        parts = [summary_line(self.summary)]
-        if self.error:
-            parts.append(f"! {self.error}")
-        parts += [f"note: {n}" for n in self.notes]
-        if findings and (text := findings_text(self.findings)):
-            parts.append(text)
-        steps = int(self.summary["steps"])
-        parts.append(op_table_text(self._sorted_ops(sort), device, None if limit < 0 else limit, steps=steps))
-        if kernels and device and not self.kernels.empty:
-            parts.append(kernel_table_text(self.kernels, None if limit < 0 else min(limit, 10), steps=steps))
-        return "\n".join(parts)
+        return seams.views().profile_text(self, sort, row_limit, kernels, findings)
 
     def __repr__(self) -> str:
         s = self.summary
         return f"<Profile {self.name!r}: {s['device']}, {s['steps']} steps, {s['events']} events>"
 
     def _repr_html_static(self) -> str:
-        from .views.findings import findings_html, insert_findings
-        from .views.html import profile_html
-
-        page = profile_html(
-            self.summary, self._sorted_ops(), self.kernels, self.notes, self.error, self.row_limit
-        )  # the captions say "totals over N steps" (from summary["steps"])
-        return insert_findings(page, findings_html(self.findings))
+        return seams.views().profile_static_html(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = {"text/plain": self.table(), "text/html": self._repr_html_static()}
-        # The interactive view joins the static outputs (never replaces them)
-        # where a widget frontend can show it; see views.widget.
-        from .views.interactive import interactive_bundle
-
-        bundle.update(interactive_bundle(self, include, exclude))
-        return bundle
+        return seams.views().profile_bundle(self, include, exclude)
 
     def view(self, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
         """The interactive view (ipywidgets + bokeh): tables, timeline, memory.
@@ -512,35 +493,4 @@ class Profile:
             machinery (ipykernel, tornado, IPython, torchprof's own threads),
             hidden by default so the cell's own frames show.
         """
-        from .views.widget import ProfileView
-
-        return ProfileView(self, max_glyphs=max_glyphs, all_frames=all_frames)
-
-
-_SORT_ALIASES = {
-    "self_cpu": "self_cpu_us",
-    "cpu_total": "cpu_total_us",
-    "cpu": "cpu_total_us",
-    "self_device": "self_device_us",
-    "device_total": "device_total_us",
-    "device": "device_total_us",
-    "self_cuda": "self_device_us",
-    "cuda_total": "device_total_us",
-    "calls": "calls",
-    "count": "calls",
-    "flops": "flops",
-    "self_cpu_memory": "self_cpu_mem_bytes",
-    "self_device_memory": "self_device_mem_bytes",
-}
-
-
-def _sort_column(key: str, table: pd.DataFrame) -> str:
-    k = key.strip().lower().replace("-", "_").replace(" ", "_")
-    for suffix in ("_time_total",):
-        if k.endswith(suffix):
-            k = k[: -len(suffix)]
-    col = _SORT_ALIASES.get(k, k)
-    if col not in table.columns:
-        choices = ", ".join(sorted(set(_SORT_ALIASES)))
-        raise ValueError(f"cannot sort by {key!r}; choose one of: {choices}")
-    return col
+        return seams.views().profile_widget(self, max_glyphs=max_glyphs, all_frames=all_frames)

@@ -1,0 +1,57 @@
+"""Files and folders → result objects: a `Profile`, or a `RankSet` for a folder of ranks.
+
+Finding the traces of a folder and parsing one file are `trace.files`'
+job; this module decides what a path opens as.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TraceError
+from ..trace.files import XPLANE_SUFFIX, folder_traces, parse_with_device, parse_xplane
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .profile import Profile
+    from .ranks import RankSet
+
+
+def load(
+    path: str | Path, name: str | None = None, client: Any = None, workers: int | None = None
+) -> Profile | RankSet:
+    """Load a trace file, or a folder of traces (see `trace.files`).
+
+    A folder of several traces is parsed in parallel: on ``client`` (a
+    ``dask.distributed.Client``) when given, else in ``workers`` processes
+    on this machine (default: one per core; see `parallel.digest_files`).
+
+    Raises
+    ------
+    TraceError
+        The path does not exist, a file is not a readable trace, or a folder
+        holds no (readable) trace. In a folder of several traces, unreadable
+        ones are skipped with a warning naming each.
+    """
+    from .profile import Profile
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise TraceError(p, "no such file or folder")
+    if p.is_file():
+        if p.name.endswith(XPLANE_SUFFIX):
+            return Profile(parse_xplane(p), name=name)
+        return Profile(parse_with_device(p), name=name)
+    if not p.is_dir():
+        raise TraceError(p, "is neither a file nor a folder")
+    files, planes = folder_traces(p)
+    if not files and planes:
+        newest = max(x.parent for x in planes)
+        return Profile(parse_xplane([x for x in planes if x.parent == newest][0]), name=name)
+    if not files:
+        raise TraceError(p, "no trace files (*.json, *.json.gz or *.xplane.pb) in this folder")
+    if len(files) == 1:
+        return Profile(parse_with_device(files[0]), name=name)
+    from .ranks import RankSet
+
+    return RankSet.from_files(files, name=name or p.name, client=client, workers=workers)

@@ -1,0 +1,141 @@
+"""The one entry from a result object to what a notebook or a terminal shows.
+
+Every result's mimebundle carries ``text/plain`` and a static ``text/html``
+(a terminal IPython, nbconvert and notebook viewers read those), and the
+interactive widget joins them where a widget frontend can show it: it never
+replaces them. `results.seams` routes a result's ``_repr_mimebundle_``,
+``table()`` and ``view()`` here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..format import esc
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..results.comparison import Comparison
+    from ..results.profile import Profile
+    from ..results.profile_diff import ProfileDiff
+    from ..results.ranks import RankSet
+
+_STATIC = '<div class="jp-TorchProf-static">{}</div>'
+
+
+# --------------------------------------------------------------------------- #
+# Profile
+
+
+def profile_text(
+    profile: Profile,
+    sort: str | None = None,
+    row_limit: int | None = None,
+    kernels: bool = True,
+    findings: bool = True,
+) -> str:
+    """The op table (and kernel table) as text; see `Profile.table`."""
+    from .findings import findings_text
+    from .text import kernel_table_text, op_table_text, summary_line
+
+    limit = profile.row_limit if row_limit is None or row_limit == 0 else row_limit
+    device = bool(profile.summary["device_traced"])
+    parts = [summary_line(profile.summary)]
+    if profile.error:
+        parts.append(f"! {profile.error}")
+    parts += [f"note: {n}" for n in profile.notes]
+    if findings and (text := findings_text(profile.findings)):
+        parts.append(text)
+    steps = int(profile.summary["steps"])
+    ops = profile.sorted_ops(sort)
+    parts.append(op_table_text(ops, device, None if limit < 0 else limit, steps=steps))
+    if kernels and device and not profile.kernels.empty:
+        parts.append(kernel_table_text(profile.kernels, None if limit < 0 else min(limit, 10), steps=steps))
+    return "\n".join(parts)
+
+
+def profile_static_html(profile: Profile) -> str:
+    """The static HTML of a profile: summary, findings, op and kernel tables."""
+    from .findings import findings_html, insert_findings
+    from .html import profile_html
+
+    page = profile_html(
+        profile.summary,
+        profile.sorted_ops(),
+        profile.kernels,
+        profile.notes,
+        profile.error,
+        profile.row_limit,
+    )  # the captions say "totals over N steps" (from summary["steps"])
+    return insert_findings(page, findings_html(profile.findings))
+
+
+def profile_bundle(profile: Profile, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """Text, static HTML and (where it can show) the interactive view of a profile."""
+    from .interactive import interactive_bundle
+
+    bundle = {"text/plain": profile_text(profile), "text/html": profile_static_html(profile)}
+    bundle.update(interactive_bundle(profile, include, exclude))
+    return bundle
+
+
+def profile_widget(profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
+    """The interactive view (ipywidgets + bokeh); see `Profile.view`."""
+    from .widget import ProfileView
+
+    return ProfileView(profile, max_glyphs=max_glyphs, all_frames=all_frames)
+
+
+# --------------------------------------------------------------------------- #
+# ProfileDiff, Comparison, RankSet
+
+
+def diff_bundle(diff: ProfileDiff) -> dict[str, Any]:
+    """A diff's headline as text and static HTML."""
+    text = diff.text()
+    rows = "".join(f"<div>{esc(line)}</div>" for line in text.splitlines())
+    return {"text/plain": text, "text/html": _STATIC.format(rows)}
+
+
+def comparison_bundle(comparison: Comparison, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """An eager vs compiled comparison: headline, both static profiles, and the toggle widget."""
+    from .interactive import comparison_widget_part
+
+    lines = "".join(f"<div>{esc(line)}</div>" for line in comparison.headline_lines())
+    tb = ""
+    if comparison.compile_stats.traceback:
+        tb = (
+            "<details><summary>full traceback</summary>"
+            f"<pre>{esc(comparison.compile_stats.traceback)}</pre></details>"
+        )
+    head = f'<div class="jp-TorchProf-summary">{esc(comparison.name)}: eager vs compiled</div>'
+    parts = [_STATIC.format(head + lines + tb)]
+    for label, p in (("eager", comparison.eager), ("compiled", comparison.compiled)):
+        if p is not None:
+            parts.append(f"<h4>{esc(label)}</h4>" + profile_static_html(p))
+    bundle = {"text/plain": comparison.text(), "text/html": "".join(parts)}
+    bundle.update(comparison_widget_part(comparison, include, exclude))
+    return bundle
+
+
+def rankset_text(ranks: RankSet) -> str:
+    """The cross-rank table as text, with the stragglers."""
+    from .findings import findings_text
+    from .ranks import rank_headers, rank_rows
+    from .text import render_table
+
+    text = f"{ranks.name}: {len(ranks)} ranks\n" + render_table(rank_rows(ranks.table), rank_headers(), 12)
+    if ranks.notes:
+        text += "\n" + "\n".join(f"note: {n}" for n in ranks.notes)
+    found = findings_text(ranks.straggler_findings)
+    return text + "\n" + found if found else text
+
+
+def rankset_bundle(ranks: RankSet) -> dict[str, Any]:
+    """The cross-rank table as text and static HTML."""
+    from .findings import findings_html
+    from .html import table_html
+    from .ranks import rank_headers, rank_rows
+
+    body = table_html(rank_rows(ranks.table), rank_headers(), caption=f"{ranks.name}: {len(ranks)} ranks")
+    body += findings_html(ranks.straggler_findings)
+    return {"text/plain": rankset_text(ranks), "text/html": _STATIC.format(body)}
