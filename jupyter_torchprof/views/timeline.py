@@ -147,13 +147,23 @@ def layout(
         Lane index per event (-1: not drawn).
     """
     ev = profile.events
+    if hidden is None:
+        hidden = hidden_frames(profile, all_frames)
+    side, a, b, level = _lane_keys(ev, hidden)
+    idx = np.flatnonzero((side >= 0) & (level >= 0))
+    lanes_df = _ordered_lanes(profile, side, a, b, level, idx)
+    lanes, lane_key = _lanes(profile.meta, lanes_df)
+    row, lane_of = _rows(len(ev), side, a, b, level, idx, lanes, lane_key)
+    return lanes, row, lane_of
+
+
+def _lane_keys(ev: pd.DataFrame, hidden: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(side, a, b, level) per event: ops 0 / python 1 / device 2 (-1 not drawn), thread or device/stream, nesting level."""
     n = len(ev)
     kind = ev["kind"].to_numpy(object)
     parent = ev["parent"].to_numpy()
     depth = ev["depth"].to_numpy()
     is_op = np.isin(kind, OP_LANE_KINDS)
-    if hidden is None:
-        hidden = hidden_frames(profile, all_frames)
     is_py = (kind == K.PYTHON_FUNCTION) & ~hidden
     is_dev = np.isin(kind, K.DEVICE_KINDS)
     level = np.full(n, -1, dtype=np.int64)
@@ -162,17 +172,25 @@ def layout(
     if is_py.any():
         level[is_py] = ancestor_count(parent, depth, is_py)[is_py]
     level[is_dev] = ev["device_depth"].to_numpy()[is_dev]
-
     side = np.full(n, -1, dtype=np.int64)
     side[is_op] = 0
     side[is_py] = 1
     side[is_dev] = 2
-    pid = ev["pid"].to_numpy()
-    tid = ev["tid"].to_numpy()
-    a = np.where(is_dev, ev["device"].to_numpy(), pid)
-    b = np.where(is_dev, ev["stream"].to_numpy(), tid)
-    drawable = (side >= 0) & (level >= 0)
-    idx = np.flatnonzero(drawable)
+    a = np.where(is_dev, ev["device"].to_numpy(), ev["pid"].to_numpy())
+    b = np.where(is_dev, ev["stream"].to_numpy(), ev["tid"].to_numpy())
+    return side, a, b, level
+
+
+def _ordered_lanes(
+    profile: Profile, side: np.ndarray, a: np.ndarray, b: np.ndarray, level: np.ndarray, idx: np.ndarray
+) -> pd.DataFrame:
+    """One row per lane (side, a, b, events n, deepest level), top to bottom.
+
+    The thread that ran the steps first, then threads by number of events,
+    each thread's Python lane right below its op lane, then devices and
+    streams in order.
+    """
+    ev = profile.events
     frame = pd.DataFrame(
         {"side": side[idx], "a": a[idx], "b": b[idx], "level": level[idx], "ts": ev["ts"].to_numpy()[idx]}
     )
@@ -181,29 +199,29 @@ def layout(
         .agg(n=("level", "size"), maxl=("level", "max"), t=("ts", "min"))
         .reset_index()
     )
-    # The thread that ran the steps first, then threads by number of events,
-    # each thread's Python lane right below its op lane, then devices and
-    # streams in order.
     host = lanes_df["side"] < 2
     thread_n = lanes_df.loc[host].groupby(["a", "b"])["n"].transform("sum")
     lanes_df["rank"] = 0
     lanes_df.loc[host, "rank"] = -thread_n
-    steps = profile.steps
-    if not steps.empty:
+    if not profile.steps.empty:
+        kind = ev["kind"].to_numpy(object)
         cats = ev["name"].cat.categories
         step_cat = np.array([str(c).startswith("ProfilerStep#") for c in cats] + [False])
         is_step = (kind == K.USER_ANNOTATION) & step_cat[ev["name"].cat.codes.to_numpy()]
         if is_step.any():
             first = int(np.flatnonzero(is_step)[0])
+            pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
             main = (lanes_df["a"] == pid[first]) & (lanes_df["b"] == tid[first]) & host
             lanes_df.loc[main, "rank"] = -(2**62)
     lanes_df["host"] = (~host).astype(int)
-    lanes_df = lanes_df.sort_values(["host", "rank", "a", "b", "side"], kind="stable").reset_index(drop=True)
+    return lanes_df.sort_values(["host", "rank", "a", "b", "side"], kind="stable").reset_index(drop=True)
 
+
+def _lanes(meta: Any, lanes_df: pd.DataFrame) -> tuple[list[Lane], dict[tuple[int, int, int], int]]:
+    """The `Lane` list (labels, first row, rows capped per kind) and the lane index of each (side, a, b)."""
     lanes: list[Lane] = []
     first = 0
     lane_key: dict[tuple[int, int, int], int] = {}
-    meta = profile.meta
     for rec in lanes_df.itertuples(index=False):
         s = int(rec.side)
         name = ("ops", "python", "device")[s]
@@ -217,7 +235,20 @@ def layout(
         lane_key[(s, int(rec.a), int(rec.b))] = len(lanes)
         lanes.append(Lane(ellipsize(label, 34), name, first, rows, int(rec.n)))
         first += rows
+    return lanes, lane_key
 
+
+def _rows(
+    n: int,
+    side: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    level: np.ndarray,
+    idx: np.ndarray,
+    lanes: list[Lane],
+    lane_key: dict[tuple[int, int, int], int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Timeline row and lane of every event (-1: not drawn, or deeper than its lane's cap)."""
     row = np.full(n, -1, dtype=np.int64)
     lane_of = np.full(n, -1, dtype=np.int64)
     if len(idx):
@@ -230,7 +261,7 @@ def layout(
         ok = lv < caps[li]
         row[idx[ok]] = firsts[li[ok]] + lv[ok]
         lane_of[idx[ok]] = li[ok]
-    return lanes, row, lane_of
+    return row, lane_of
 
 
 # --------------------------------------------------------------------------- #
@@ -518,24 +549,19 @@ class Timeline:
     # -- figure --------------------------------------------------------------
 
     def _build(self, window: tuple[float, float] | None) -> None:
-        from bokeh.models import (
-            BoxZoomTool,
-            ColumnDataSource,
-            CustomJSHover,
-            CustomJSTickFormatter,
-            FixedTicker,
-            HoverTool,
-            PanTool,
-            Range1d,
-            ResetTool,
-            SaveTool,
-            TapTool,
-            WheelZoomTool,
-            ZoomInTool,
-            ZoomOutTool,
-        )
+        """The bokeh figure: axes and lanes, glyph renderers, tools; then the first fetch."""
+        fig = self._new_figure(window)
+        host_r, dev_r = self._add_glyphs(fig)
+        self._add_tools(fig, host_r, dev_r)
+        follow_theme([fig])
+        self.figure = fig
+        self.model = fig
+        self.fetch(*(window if window is not None else (None, None)))
+
+    def _new_figure(self, window: tuple[float, float] | None) -> Any:
+        """The figure with its ranges, lane labels, bands and step markers, and the (empty) data sources."""
+        from bokeh.models import ColumnDataSource, CustomJSTickFormatter, FixedTicker, Range1d
         from bokeh.plotting import figure
-        from bokeh.transform import dodge, linear_cmap
 
         lo, hi = self.span
         pad = (hi - lo) * 0.01
@@ -586,6 +612,12 @@ class Timeline:
         fig.xaxis.major_label_text_font_size = "11px"
         self._decorate(fig, rows, top)
 
+        return fig
+
+    def _add_glyphs(self, fig: Any) -> tuple[Any, Any]:
+        """Host and device blocks, their labels and the highlight; returns the (host, device) renderers."""
+        from bokeh.transform import dodge, linear_cmap
+
         cmap = linear_cmap("c", PALETTE, low=-0.5, high=len(PALETTE) - 0.5)
         y = dodge("y", -0.4)
         glyph_kw = {"x": "x", "y": y, "width": "w", "height": 0.8, "fill_color": cmap, "line_color": None}
@@ -616,6 +648,22 @@ class Timeline:
             line_color=ACCENT,
             line_width=2,
             name="torchprof-highlight-glyphs",
+        )
+        return host_r, dev_r
+
+    def _add_tools(self, fig: Any, host_r: Any, dev_r: Any) -> None:
+        """Hover for host and device glyphs, pan, zooms, tap, reset and save."""
+        from bokeh.models import (
+            BoxZoomTool,
+            CustomJSHover,
+            HoverTool,
+            PanTool,
+            ResetTool,
+            SaveTool,
+            TapTool,
+            WheelZoomTool,
+            ZoomInTool,
+            ZoomOutTool,
         )
 
         time_hover = CustomJSHover(code=FMT_TIME_JS + "return fmt_time(value);")
@@ -665,10 +713,6 @@ class Timeline:
         fig.toolbar.active_drag = pan
         fig.toolbar.active_scroll = wheel
         fig.toolbar.logo = None
-        follow_theme([fig])
-        self.figure = fig
-        self.model = fig
-        self.fetch(*(window if window is not None else (None, None)))
 
     def _decorate(self, fig: Any, rows: int, top: float) -> None:
         """Lane bands and step markers (underlay, not hoverable)."""
