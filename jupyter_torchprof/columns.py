@@ -1,13 +1,21 @@
 """The column catalog: what each table's columns are called, in every renderer.
 
 Every view (text, static HTML, the report, the bokeh tables, the sidebar
-through the server) takes titles, units and formats from here, and the
-sort keys a user may type resolve here.
+through the server, which sends these specs next to the rows) takes titles,
+units, formats and tooltips from here; so do the default sort rule
+(`default_sort`), the sort keys a user may type (`sort_column`) and the
+gone / new labels of a diff (`STATUS_LABELS`). A renderer may show a subset
+of a table's columns (`pick`), never its own titles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time
 
 #: Sort keys a user may type (``--sort``, ``Profile.table(sort=)``) and the op-table column each names.
 SORT_ALIASES = {
@@ -41,3 +49,407 @@ def sort_column(key: str, columns: Iterable[str]) -> str:
         choices = ", ".join(sorted(set(SORT_ALIASES)))
         raise ValueError(f"cannot sort by {key!r}; choose one of: {choices}")
     return col
+
+
+# --------------------------------------------------------------------------- #
+# the catalog
+
+#: How a column's values are shown; every renderer knows these and no other.
+#: ``name``: a name from the trace (cut with an ellipsis where room is short,
+#: the whole text on hover); ``text``: other text; ``status``: a diff row's
+#: side, shown with `STATUS_LABELS`; ``count``: a whole number; ``calls``: a
+#: count per step (may be fractional); ``time``: µs; ``delta``: signed µs;
+#: ``pct``: a percentage (drawn as a bar where the renderer can); ``bytes``;
+#: ``flops``; ``number``: a plain decimal; ``ratio``: ``2.00×``.
+KINDS = (
+    "name",
+    "text",
+    "status",
+    "count",
+    "calls",
+    "time",
+    "delta",
+    "pct",
+    "bytes",
+    "flops",
+    "number",
+    "ratio",
+)
+TEXT_KINDS = frozenset({"name", "text", "status"})
+
+#: The unit each kind's raw value is in (what a JSON reader multiplies by).
+KIND_UNITS = {"time": "µs", "delta": "µs", "pct": "%", "bytes": "B", "flops": "FLOP"}
+
+#: A diff row's ``status`` as a reader says it: gone (only in a), new (only in b).
+STATUS_LABELS = {"both": "both", "only_a": "gone", "only_b": "new"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table, as every renderer shows it.
+
+    Attributes
+    ----------
+    key
+        Column of the frame (``self_cpu_us``).
+    title
+        Header text.
+    kind
+        One of `KINDS`: how values are formatted, aligned and first sorted.
+    width
+        Width hint in pixels (the bokeh tables; others size to content).
+    tip
+        Header tooltip ("" for none).
+    unit
+        Unit of the raw value; empty means the kind's (`KIND_UNITS`).
+    title_key
+        Column whose value is a cell's tooltip (the full kernel name behind
+        a short one).
+    device
+        Shown only when the run traced a device.
+    when
+        ``""``: shown whenever the frame has it; ``"nonzero"``: only when
+        some value is not 0 (device memory of a CPU run says nothing);
+        ``"any"``: only when some value is known (optional kernel fields).
+    """
+
+    key: str
+    title: str
+    kind: str
+    width: int = 90
+    tip: str = ""
+    unit: str = ""
+    title_key: str | None = None
+    device: bool = False
+    when: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"column {self.key!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+
+    @property
+    def field(self) -> str:
+        """The frame column (the name bokeh's ``TableColumn`` uses)."""
+        return self.key
+
+    @property
+    def numeric(self) -> bool:
+        """Whether values are numbers (right-aligned, largest first on the first sort)."""
+        return self.kind not in TEXT_KINDS
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as the server sends it next to a table's rows."""
+        out: dict[str, Any] = {
+            "key": self.key,
+            "title": self.title,
+            "kind": self.kind,
+            "unit": self.unit or KIND_UNITS.get(self.kind, ""),
+            "tip": self.tip,
+            "width": self.width,
+            "device": self.device,
+        }
+        if self.title_key:
+            out["title_key"] = self.title_key
+        if self.kind == "status":
+            out["labels"] = dict(STATUS_LABELS)
+        return out
+
+
+def _known(value: Any) -> bool:
+    if value is None or value == "":
+        return False
+    return not (isinstance(value, float) and math.isnan(value))
+
+
+def _has_values(column: Column, values: Iterable[Any]) -> bool:
+    if column.when == "nonzero":
+        return any(_known(v) and v != 0 for v in values)
+    if column.when == "any":
+        return any(_known(v) for v in values)
+    return True
+
+
+def shown(columns: Iterable[Column], frame: Any, device: bool = True) -> list[Column]:
+    """The columns of ``columns`` a table of ``frame`` shows.
+
+    A column is shown when ``frame`` (a DataFrame) has it, the device was
+    traced or the column is not a device one, and its ``when`` holds on the
+    frame's values.
+    """
+    names = set(map(str, frame.columns))
+    out = []
+    for c in columns:
+        if c.key not in names or (c.device and not device):
+            continue
+        if c.when and not _has_values(c, frame[c.key].tolist()):
+            continue
+        out.append(c)
+    return out
+
+
+def shown_in_rows(
+    columns: Iterable[Column], names: list[str], rows: list[list[Any]], device: bool
+) -> list[Column]:
+    """`shown` for a table already turned into JSON (``columns`` names and ``rows``)."""
+    index = {n: i for i, n in enumerate(names)}
+    return [
+        c
+        for c in columns
+        if c.key in index
+        and (device or not c.device)
+        and (not c.when or _has_values(c, (r[index[c.key]] for r in rows)))
+    ]
+
+
+def pick(columns: Iterable[Column], keys: Iterable[str]) -> list[Column]:
+    """The columns named by ``keys``, in that order (a renderer's subset of a table)."""
+    by_key = {c.key: c for c in columns}
+    return [by_key[k] for k in keys]
+
+
+def default_sort(device: bool, columns: Iterable[str] | None = None) -> str:
+    """The op-table column rows are sorted by unless the user chose one.
+
+    Self device time when the device was traced (and the table has it),
+    else self CPU time.
+    """
+    if device and (columns is None or "self_device_us" in set(columns)):
+        return "self_device_us"
+    return "self_cpu_us"
+
+
+def op_sort(sort: str | None, device: bool, columns: Iterable[str]) -> str:
+    """The column a user's sort key names, else `default_sort` (an unknown key falls back too)."""
+    columns = list(columns)
+    if sort:
+        try:
+            return sort_column(sort, columns)
+        except ValueError:
+            pass
+    return default_sort(device, columns)
+
+
+# -- formatting -------------------------------------------------------------
+
+
+def _signed_time(x: float) -> str:
+    if x == 0:
+        return "0"
+    return ("+" if x > 0 else "−") + fmt_time(abs(x))
+
+
+def _ratio(x: float) -> str:
+    if math.isinf(x):
+        return "new" if x > 0 else "–"
+    return f"{x:.2f}×"
+
+
+def _per_step_count(x: float) -> str:
+    return f"{x:,.2f}".rstrip("0").rstrip(".")
+
+
+_FORMAT: dict[str, Callable[[float], str]] = {
+    "count": fmt_count,
+    "calls": _per_step_count,
+    "time": fmt_time,
+    "delta": _signed_time,
+    "pct": fmt_pct,
+    "bytes": fmt_bytes,
+    "flops": fmt_flops,
+    "number": lambda x: f"{x:,.1f}",
+    "ratio": _ratio,
+}
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float, None when it is not a number (or NaN)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def format_cell(column: Column, value: Any) -> str:
+    """One cell as text: numbers by the column's kind (``–`` when unknown), text as is."""
+    if column.kind in TEXT_KINDS:
+        if not _known(value):
+            return ""
+        text = str(value)
+        return STATUS_LABELS.get(text, text) if column.kind == "status" else text
+    x = number(value)
+    return "–" if x is None else _FORMAT[column.kind](x)
+
+
+# -- the tables -------------------------------------------------------------
+
+_TIP_SELF_CPU = "time in the op itself, on the host (children excluded)"
+_TIP_CPU_TOTAL = "time in the op and everything it called"
+_TIP_SELF_DEVICE = "device time of the kernels this op launched itself"
+_TIP_DEVICE_TOTAL = "device time of every kernel below the op"
+
+#: The op table (`Profile.ops`, `Profile.op_table`), in the order shown.
+OPS: tuple[Column, ...] = (
+    Column("name", "Name", "name", 340),
+    Column("input_shapes", "Input shapes", "text", 220),
+    Column("stack", "Stack", "text", 220),
+    Column("module", "Module", "text", 220),
+    Column("calls", "Calls", "count", 70),
+    Column("self_cpu_us", "Self CPU", "time", tip=_TIP_SELF_CPU),
+    Column("self_cpu_pct", "Self CPU %", "pct", 110, "share of all self CPU time"),
+    Column("cpu_total_us", "CPU total", "time", tip=_TIP_CPU_TOTAL),
+    Column("cpu_total_pct", "CPU total %", "pct", 110, "CPU total as a share of all self CPU time"),
+    Column("cpu_mean_us", "CPU avg", "time", tip="CPU total per call"),
+    Column("self_device_us", "Self device", "time", tip=_TIP_SELF_DEVICE, device=True),
+    Column("self_device_pct", "Self device %", "pct", 120, "share of all self device time", device=True),
+    Column("device_total_us", "Device total", "time", tip=_TIP_DEVICE_TOTAL, device=True),
+    Column(
+        "device_total_pct", "Device total %", "pct", 120, "device total as a share of all device time", device=True
+    ),
+    Column("device_mean_us", "Device avg", "time", tip="device total per call", device=True),
+    Column("self_cpu_mem_bytes", "Self CPU mem", "bytes", 100, "host memory the op allocated itself", when="nonzero"),
+    Column("cpu_mem_bytes", "CPU mem", "bytes", 100, "host memory of the op and its children", when="nonzero"),
+    Column(
+        "self_device_mem_bytes", "Self device mem", "bytes", 110, "device memory the op allocated itself",
+        when="nonzero",
+    ),
+    Column(
+        "device_mem_bytes",
+        "Device mem",
+        "bytes",
+        100,
+        "device memory of the op and its children",
+        when="nonzero",
+    ),
+    Column("flops", "FLOPs", "flops", 90, "floating-point operations (recorded with --flops)"),
+)  # fmt: skip
+
+#: The kernel table (`Profile.kernels`: kernels, copies and memsets by name).
+KERNELS: tuple[Column, ...] = (
+    Column("short_name", "Kernel", "name", 340, title_key="name"),
+    Column("kind", "Kind", "text", 70),
+    Column("calls", "Calls", "count", 70),
+    Column("total_us", "Total", "time"),
+    Column("pct", "Share", "pct", 110, "share of all device time"),
+    Column("launched_by", "Launched by", "text", 160, "the op whose call launched it", when="any"),
+    Column("mean_us", "Mean", "time", 80),
+    Column("min_us", "Min", "time", 80),
+    Column("median_us", "Median", "time", 80),
+    Column("max_us", "Max", "time", 80),
+    Column("grid", "Grid", "text", 90, "launch grid", when="any"),
+    Column("block", "Block", "text", 90, "thread block", when="any"),
+    Column("registers", "Registers", "count", 80, "registers per thread", when="any"),
+    Column("shared_memory", "Shared mem", "bytes", 90, "shared memory per block", when="any"),
+    Column("occupancy", "Occupancy %", "number", 90, "estimated achieved occupancy", unit="%", when="any"),
+    Column("bandwidth_gbps", "GB/s", "number", 70, "memory bandwidth of copies and memsets", "GB/s", when="any"),
+    Column(
+        "launch_delay_us", "Launch delay", "time", 100, "mean time from the launch call to the kernel start",
+        when="any",
+    ),
+)  # fmt: skip
+
+#: Profiler steps (`Profile.steps`).
+STEPS: tuple[Column, ...] = (
+    Column("step", "Step", "count", 60),
+    Column("wall_us", "Wall", "time"),
+    Column("cpu_busy_us", "CPU busy", "time"),
+    Column(
+        "device_busy_us", "Device busy", "time", tip="union over time of the device work the step launched",
+        device=True,
+    ),
+    Column(
+        "device_idle_us", "Device idle", "time", tip="gaps inside the step's own device work (span minus busy)",
+        device=True,
+    ),
+    Column("device_busy_in_window_us", "Busy in window", "time", tip="device busy inside the host range", device=True),
+    Column("kernel_us", "Kernels", "time", device=True),
+    Column("comm_us", "Communication", "time", device=True),
+    Column("memcpy_us", "Copies", "time", device=True),
+    Column("memset_us", "Memsets", "time", device=True),
+)  # fmt: skip
+
+#: Device streams (`Profile.streams`).
+STREAMS: tuple[Column, ...] = (
+    Column("device", "Device", "text"),
+    Column("stream", "Stream", "text"),
+    Column("kernels", "Kernels", "count"),
+    Column("busy_us", "Busy", "time"),
+    Column("idle_in_window_us", "Idle in window", "time", tip="window minus busy"),
+    Column("idle_between_kernels_us", "Idle between kernels", "time", tip="HTA: gaps between consecutive kernels"),
+    Column("utilization_pct", "Utilisation", "pct"),
+)  # fmt: skip
+
+#: The memory view's ops (the op table's memory columns).
+MEMORY_OPS: tuple[Column, ...] = (
+    Column("name", "Op", "name", 340),
+    Column("calls", "Calls", "count", 70),
+    *(c for c in OPS if c.kind == "bytes"),
+)
+
+#: Peak memory per device (`analysis.memory.memory_peaks`).
+MEMORY_PEAKS: tuple[Column, ...] = (
+    Column("device", "Memory of", "text", 120),
+    Column(
+        "peak_bytes", "Peak allocated", "bytes", 110,
+        "CPU: counted from the start of profiling; a device: its allocator's total",
+    ),
+    Column("allocated_bytes", "Allocated", "bytes", 100, "sum of the allocations"),
+    Column("allocations", "Allocations", "count", 90),
+    Column("frees", "Frees", "count", 70),
+)  # fmt: skip
+
+#: Per-step headline of a diff (`ProfileDiff.headline`), sides named A and B.
+HEADLINE: tuple[Column, ...] = (
+    Column("metric", "Per step", "text", 160),
+    Column("a_us", "A", "time", tip="mean per step"),
+    Column("a_min_us", "A min", "time"),
+    Column("a_max_us", "A max", "time"),
+    Column("b_us", "B", "time", tip="mean per step"),
+    Column("b_min_us", "B min", "time"),
+    Column("b_max_us", "B max", "time"),
+    Column("delta_us", "B − A", "delta"),
+    Column("speedup", "Speed-up (A / B)", "ratio", 120),
+    Column("speedup_low", "90% low", "ratio", tip="bootstrap interval of the speed-up"),
+    Column("speedup_high", "90% high", "ratio", tip="bootstrap interval of the speed-up"),
+    Column(
+        "verdict", "Verdict", "text", 110,
+        "faster/slower only when every step of one run beats every step of the other by 5% or more",
+    ),
+)  # fmt: skip
+
+
+def _status(a: str, b: str) -> Column:
+    return Column("status", "Status", "status", 70, f"gone: {a} only · new: {b} only · both")
+
+
+def diff_ops(a: str = "A", b: str = "B") -> list[Column]:
+    """The op diff table (`ProfileDiff.ops`), sides titled ``a`` and ``b`` (eager / compiled)."""
+    cols = [Column("name", "Name", "name", 340), _status(a, b)]
+    cols += [Column("calls_a", f"Calls {a}", "calls", 80), Column("calls_b", f"Calls {b}", "calls", 90)]
+    for key, title, delta, device in (
+        ("self_cpu_us", "Self CPU", "Δ self CPU", False),
+        ("cpu_total_us", "CPU total", "Δ CPU total", False),
+        ("self_device_us", "Self device", "Δ self device", True),
+        ("device_total_us", "Device total", "Δ device total", True),
+    ):
+        cols += [
+            Column(f"{key}_a", f"{title} {a}", "time", 100, device=device),
+            Column(f"{key}_b", f"{title} {b}", "time", 110, device=device),
+            Column(f"{key}_delta", delta, "delta", 100, device=device),
+        ]
+    cols.append(Column("ratio", f"{b} / {a}", "ratio", 100, f"{b} / {a} of the sorted metric"))
+    return cols
+
+
+def diff_kernels(a: str = "A", b: str = "B") -> list[Column]:
+    """The kernel diff table (`ProfileDiff.kernels`), sides titled ``a`` and ``b``."""
+    return [
+        Column("name", "Kernel", "name", 340),
+        _status(a, b),
+        Column("calls_a", f"Calls {a}", "calls", 80),
+        Column("calls_b", f"Calls {b}", "calls", 90),
+        Column("total_us_a", f"Device {a}", "time", 100),
+        Column("total_us_b", f"Device {b}", "time", 110),
+        Column("total_us_delta", "Δ device", "delta", 100),
+        Column("ratio", f"{b} / {a}", "ratio", 100),
+    ]
