@@ -278,3 +278,45 @@ def launch_summary(launches: pd.DataFrame) -> pd.DataFrame:
     ]
     out.append(row("all", linked, first))
     return pd.DataFrame(out, columns=cols)
+
+
+def linked_events(events: pd.DataFrame, rows: np.ndarray, device_activity: np.ndarray) -> np.ndarray:
+    """Rows of the events linked to ``rows`` (sorted, unique).
+
+    For host ops: the device work launched at any depth below them, and
+    its launches. For device work: its launch and the op that launched it.
+    ``device_activity`` are the rows of device work with a launching op
+    (``events["op"] >= 0``), the candidates for the first case.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) == 0:
+        return rows
+    kind = events["kind"].to_numpy(object)
+    is_dev = np.isin(kind[rows], K.DEVICE_KINDS)
+    op = events["op"].to_numpy()
+    launch = events["launch"].to_numpy()
+    out = []
+    dev_rows = rows[is_dev]
+    if len(dev_rows):
+        out += [op[dev_rows], launch[dev_rows]]
+    host_rows = rows[~is_dev]
+    if len(host_rows) and len(device_activity):
+        # Walk each device activity's launching op up the call tree, all at
+        # once, and keep those that pass through a wanted row.
+        parent = events["parent"].to_numpy()
+        cur = op[device_activity]
+        hit = np.zeros(len(cur), dtype=bool)
+        wanted = np.zeros(len(events), dtype=bool)
+        wanted[host_rows] = True
+        while True:
+            valid = cur >= 0
+            if not valid.any():
+                break
+            hit[valid] |= wanted[cur[valid]]
+            cur = np.where(valid, parent[np.maximum(cur, 0)], -1)
+        kernels = device_activity[hit]
+        out += [kernels, launch[kernels]]
+    if not out:
+        return np.array([], dtype=np.int64)
+    linked = np.concatenate(out)
+    return np.unique(linked[linked >= 0])

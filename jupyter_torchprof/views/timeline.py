@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.frames import machinery_frames
+from ..analysis.links import linked_events
 from ..analysis.lod import Glyphs, LodIndex, ancestor_count
 from ..format import ellipsize, fmt_bytes, fmt_time
 from ..trace import categories as K
@@ -833,36 +834,7 @@ class Timeline:
         below them, and their launches. For device work: its launch and the
         op that launched it.
         """
-        ev = self._ev
-        rows = np.asarray(rows, dtype=np.int64)
-        if len(rows) == 0:
-            return rows
-        is_dev = np.isin(self._kind[rows], K.DEVICE_KINDS)
-        out = []
-        dev_rows = rows[is_dev]
-        if len(dev_rows):
-            out.append(ev["op"].to_numpy()[dev_rows])
-            out.append(ev["launch"].to_numpy()[dev_rows])
-        host_rows = rows[~is_dev]
-        if len(host_rows) and len(self._dev_activity):
-            parent = ev["parent"].to_numpy()
-            cur = ev["op"].to_numpy()[self._dev_activity]
-            hit = np.zeros(len(cur), dtype=bool)
-            wanted = np.zeros(len(ev), dtype=bool)
-            wanted[host_rows] = True
-            while True:
-                valid = cur >= 0
-                if not valid.any():
-                    break
-                hit[valid] |= wanted[cur[valid]]
-                cur = np.where(valid, parent[np.maximum(cur, 0)], -1)
-            kernels = self._dev_activity[hit]
-            out.append(kernels)
-            out.append(ev["launch"].to_numpy()[kernels])
-        if not out:
-            return np.array([], dtype=np.int64)
-        linked = np.concatenate(out)
-        return np.unique(linked[linked >= 0])
+        return linked_events(self._ev, rows, self._dev_activity)
 
     def describe(self, row: int) -> list[tuple[str, str]]:
         """What to say about event ``row`` (label, value), plain text."""
