@@ -128,7 +128,7 @@ def test_terminal_gets_the_text_table(shell, capsys):
     capsys.readouterr()
     run(shell, "%%torchprof\ny = model(x)")
     out = capsys.readouterr().out
-    assert "Self CPU %" in out and "aten::addmm" in out and "# Calls" in out
+    assert "Self CPU %" in out and "aten::addmm" in out and "Calls" in out
 
 
 def test_cell_that_raises_keeps_a_partial_profile(shell):

@@ -90,7 +90,7 @@ def test_cpu_only_trace_claims_no_device_time():
     assert not p.summary["device_traced"]
     assert p.kernels.empty
     assert p.ops["self_device_us"].sum() == 0
-    assert "Self Device" not in p.table()
+    assert "Self device" not in p.table()
 
 
 def test_v100_ns_timestamps_nest_correctly():

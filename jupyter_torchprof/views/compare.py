@@ -9,22 +9,19 @@ generated) and a sortable table of ops or kernels, eager vs compiled, per step.
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 import pandas as pd
 
-from ..format import fmt_count
-from .tables import Column, make_table, match_names, table_height
+from .. import columns
+from ..columns import Column
+from ..format import esc, fmt_count
+from .tables import make_table, match_names, table_height
 from .widget import ProfileView, bokeh_pane
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _wide(widget: W.Widget) -> W.Widget:
@@ -46,27 +43,11 @@ def _table_pane(model: Any, cls: str) -> W.Widget:
     return pane
 
 
-_STATUS_LABEL = {"both": "both", "only_a": "gone", "only_b": "new"}
-
-
 def diff_columns(level: str, device: bool) -> list[Column]:
-    """Columns of the diff table for ``op`` or ``kernel`` rows."""
-    cols = [Column("name", "Name", "text", 340), Column("change", "Change", "text", 60)]
-    cols += [Column("calls_a", "Calls eager", "count", 80), Column("calls_b", "Calls compiled", "count", 90)]
+    """Columns of the diff table for ``op`` or ``kernel`` rows (from the catalog)."""
     if level == "kernel":
-        metrics = [("total_us", "Device")]
-    else:
-        metrics = [("self_cpu_us", "Self CPU"), ("cpu_total_us", "CPU total")]
-        if device:
-            metrics += [("self_device_us", "Self device"), ("device_total_us", "Device total")]
-    for field, title in metrics:
-        cols += [
-            Column(f"{field}_a", f"{title} eager", "time", 100),
-            Column(f"{field}_b", f"{title} compiled", "time", 110),
-            Column(f"{field}_delta", "Δ", "time", 90),
-        ]
-    cols.append(Column("ratio", "compiled / eager", "float", 100))
-    return cols
+        return columns.diff_kernels("eager", "compiled")
+    return [c for c in columns.diff_ops("eager", "compiled") if device or not c.device]
 
 
 def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str]:
@@ -78,7 +59,7 @@ def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str
         return table.assign(change=[]), ""
     mask, mode = match_names(table["name"].astype(str), pattern)
     out = table.loc[mask].copy()
-    out["change"] = out["status"].map(_STATUS_LABEL).fillna(out["status"])
+    out["change"] = out["status"].map(columns.STATUS_LABELS).fillna(out["status"])
     return out, mode
 
 
@@ -100,7 +81,7 @@ class ComparisonView(W.VBox):
         children: list[W.Widget] = [self.header]
         tb = comparison.compile_stats.traceback
         if tb:
-            details = W.HTML(f'<pre class="jp-TorchProf-traceback">{_esc(tb)}</pre>')
+            details = W.HTML(f'<pre class="jp-TorchProf-traceback">{esc(tb)}</pre>')
             self.traceback = W.Accordion(children=[details], titles=("full traceback",), selected_index=None)
             self.traceback.add_class("jp-TorchProf-tracebackbox")
             children.append(self.traceback)
@@ -120,10 +101,10 @@ class ComparisonView(W.VBox):
         c = self.comparison
         lines = c.headline_lines()
         parts = ['<div class="jp-TorchProf-header">']
-        parts.append(f'<div class="jp-TorchProf-title">{_esc(c.name)}: eager vs compiled</div>')
+        parts.append(f'<div class="jp-TorchProf-title">{esc(c.name)}: eager vs compiled</div>')
         for line in lines:
             cls = "jp-TorchProf-error" if line.startswith("compilation failed") else "jp-TorchProf-line"
-            parts.append(f'<div class="{cls}">{_esc(line)}</div>')
+            parts.append(f'<div class="{cls}">{esc(line)}</div>')
         parts.append("</div>")
         return "".join(parts)
 
@@ -171,7 +152,7 @@ class ComparisonView(W.VBox):
             text = f"{fmt_count(len(rows))} {level}s per step · {gone} gone when compiled · {new} new"
             if mode:
                 text += f" · filter read as {mode}"
-            self.diff_status.value = _esc(text)
+            self.diff_status.value = esc(text)
 
         self.level.observe(refresh, "value")
         self.diff_filter.observe(refresh, "value")

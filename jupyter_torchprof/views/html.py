@@ -12,8 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import ellipsize, esc, fmt_count, fmt_time, totals_label
+from .. import columns
+from ..columns import format_cell
+from ..format import ellipsize, esc, totals_label
 from .text import op_columns, summary_line
+
+#: The kernel columns of the static view (the top of the table, short).
+HTML_KERNEL_KEYS = ("short_name", "calls", "total_us", "mean_us", "pct")
 
 _STYLE = """
 <style>
@@ -50,31 +55,29 @@ def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20, steps: int 
     cols = op_columns(table, device)
     shown = table.head(row_limit) if row_limit and row_limit > 0 else table
     rows, titles = [], []
-    for rec in shown.itertuples(index=False):
-        d = rec._asdict()
+    for d in shown.to_dict("records"):
         name = str(d["name"])
         if "input_shapes" in d and d["input_shapes"]:
             name = f"{name} {d['input_shapes']}"
-        rows.append([ellipsize(name, 100)] + [fmt(d[c]) for c, _, fmt in cols])
+        rows.append([ellipsize(name, 100)] + [format_cell(c, d[c.key]) for c in cols])
         titles.append(name)
     caption = f"Ops · {totals_label(steps)}" if steps is not None else "Ops"
     if len(shown) < len(table):
         caption += f" (top {len(shown)} of {len(table)})"
-    return table_html(rows, ["Name"] + [h for _, h, _ in cols], caption, titles)
+    name = columns.pick(columns.OPS, ["name"])[0].title
+    return table_html(rows, [name] + [c.title for c in cols], caption, titles)
 
 
 def kernels_html(table: pd.DataFrame, row_limit: int = 10, steps: int | None = None) -> str:
     """Top rows of the kernel table as static HTML (``steps``: named in the caption)."""
     shown = table.head(row_limit) if row_limit and row_limit > 0 else table
-    rows = [
-        [str(r.short_name), fmt_count(r.calls), fmt_time(r.total_us), fmt_time(r.mean_us), f"{r.pct:.1f}%"]
-        for r in shown.itertuples(index=False)
-    ]
+    cols = columns.pick(columns.KERNELS, HTML_KERNEL_KEYS)
+    rows = [[format_cell(c, d.get(c.key)) for c in cols] for d in shown.to_dict("records")]
     titles = [str(n) for n in shown["name"]]
     caption = f"Kernels · {totals_label(steps)}" if steps is not None else "Kernels"
     if len(shown) < len(table):
         caption += f" (top {len(shown)} of {len(table)})"
-    return table_html(rows, ["Kernel", "Calls", "Total", "Mean", "%"], caption, titles)
+    return table_html(rows, [c.title for c in cols], caption, titles)
 
 
 def profile_html(

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .. import columns
 from ..analysis.memory import CPU_DEVICE_TYPE
 from ..format import fmt_bytes
 from .style import FMT_BYTES_JS, FMT_TIME_JS, device_colour, follow_theme, time_tick_formatter
-from .tables import Column, make_table, table_height
+from .tables import make_table, table_height
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.profile import Profile
@@ -145,14 +146,6 @@ def build_memory(profile: Profile, max_points: int = 20_000) -> Any:
     follow_theme([fig])
 
     top = memory_ops(profile)
-    cols = [Column("name", "Op", "text", 340), Column("calls", "Calls", "count", 70)]
-    for field, title in (
-        ("self_cpu_mem_bytes", "Self CPU mem"),
-        ("cpu_mem_bytes", "CPU mem (total)"),
-        ("self_device_mem_bytes", "Self device mem"),
-        ("device_mem_bytes", "Device mem (total)"),
-    ):
-        if field in top.columns and top[field].abs().sum() > 0:
-            cols.append(Column(field, title, "bytes", 120))
+    cols = columns.shown(columns.MEMORY_OPS, top)
     table, _ = make_table(top, cols, table_height(len(top)))
     return column(fig, table, sizing_mode="stretch_width", name="torchprof-memory-view")

@@ -17,24 +17,24 @@ How it stays offline and safe:
 * a Content-Security-Policy forbids the page any request, so even a
   mistake here could not reach a host;
 * every string from a trace (op, kernel, annotation names) is escaped with
-  `html.escape`; in the timeline they travel as JSON data that bokeh draws
+  `format.esc`; in the timeline they travel as JSON data that bokeh draws
   as text.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import math
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .. import columns
 from .._version import __version__
-from ..format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, headline_chips, totals_label
+from ..columns import Column, format_cell, number
+from ..format import esc, fmt_count, fmt_time, headline_chips, totals_label
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
@@ -54,10 +54,6 @@ CSP = (
 )
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 #: Where a timeline goes in the page body until bokeh's div replaces it;
 #: random so that no name in a trace can spell it.
 _SLOT_TOKEN = secrets.token_hex(12)
@@ -71,43 +67,6 @@ def _slot(key: str) -> str:
 # tables
 
 
-@dataclass(frozen=True)
-class Col:
-    """One report table column.
-
-    Attributes
-    ----------
-    field
-        Column of the frame.
-    title
-        Header text.
-    kind
-        ``name`` (text, cut with an ellipsis, full text in a tooltip),
-        ``text``, ``status`` (a diff row's side), ``time``, ``delta``
-        (signed time), ``pct`` (with a bar), ``count``, ``calls`` (per
-        step, may be fractional), ``bytes``, ``flops``, ``float``, ``ratio``.
-    tip
-        Header tooltip.
-    title_field
-        For ``name``: column whose value is the tooltip (e.g. the full
-        kernel name behind a short one).
-    """
-
-    field: str
-    title: str
-    kind: str
-    tip: str = ""
-    title_field: str | None = None
-
-
-def _num(value: Any) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def _sort_attr(x: float | None) -> str:
     if x is None:
         return ""
@@ -116,61 +75,26 @@ def _sort_attr(x: float | None) -> str:
     return repr(x)
 
 
-def _signed_time(x: float) -> str:
-    if x == 0:
-        return "0"
-    return ("+" if x > 0 else "−") + fmt_time(abs(x))
-
-
-def _ratio(x: float) -> str:
-    if math.isinf(x):
-        return "new" if x > 0 else "–"
-    return f"{x:.2f}×"
-
-
-def _per_step_count(x: float) -> str:
-    return f"{x:,.2f}".rstrip("0").rstrip(".")
-
-
-#: Diff row status as a reader says it.
-_STATUS = {"both": "both", "only_a": "gone", "only_b": "new"}
-
-_FORMAT: dict[str, Callable[[float], str]] = {
-    "calls": _per_step_count,
-    "time": fmt_time,
-    "delta": _signed_time,
-    "pct": fmt_pct,
-    "count": fmt_count,
-    "bytes": fmt_bytes,
-    "flops": fmt_flops,
-    "float": lambda x: f"{x:,.1f}",
-    "ratio": _ratio,
-}
-
-
-def _cell(col: Col, rec: dict[str, Any]) -> str:
-    value = rec.get(col.field)
-    if col.kind in ("name", "text", "status"):
-        text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-        if col.kind == "status":
-            text = _STATUS.get(text, text)
+def _cell(col: Column, rec: dict[str, Any]) -> str:
+    value = rec.get(col.key)
+    text = format_cell(col, value)
+    if not col.numeric:
         if col.kind != "name":
-            return f"<td>{_esc(text)}</td>"
-        tip = str(rec.get(col.title_field, text)) if col.title_field else text
-        return f'<td class="tp-name" title="{_esc(tip)}">{_esc(text)}</td>'
-    x = _num(value)
-    shown = "–" if x is None else _FORMAT[col.kind](x)
+            return f"<td>{esc(text)}</td>"
+        tip = str(rec.get(col.title_key, text)) if col.title_key else text
+        return f'<td class="tp-name" title="{esc(tip)}">{esc(text)}</td>'
+    x = number(value)
     style = ""
     if col.kind == "pct" and x is not None:
         # A number we computed, never trace text: safe in a style attribute.
         style = f' style="--p:{max(0.0, min(100.0, x)):.1f}%"'
     cls = "tp-num tp-pct" if col.kind == "pct" else "tp-num"
-    return f'<td class="{cls}" data-v="{_sort_attr(x)}"{style}>{_esc(shown)}</td>'
+    return f'<td class="{cls}" data-v="{_sort_attr(x)}"{style}>{esc(text)}</td>'
 
 
 def table_html(
     frame: pd.DataFrame,
-    columns: list[Col],
+    cols: list[Column],
     table_id: str,
     caption: str,
     sorted_by: str | None = None,
@@ -183,8 +107,8 @@ def table_html(
     ----------
     frame
         Rows in the order shown first.
-    columns
-        What to show; columns missing from ``frame`` are left out.
+    cols
+        Catalog columns to show; those missing from ``frame`` are left out.
     table_id
         ``id`` of the table element.
     caption
@@ -196,15 +120,15 @@ def table_html(
     compact
         Size the table to its content instead of the page width.
     """
-    cols = [c for c in columns if c.field in frame.columns]
+    cols = [c for c in cols if c.key in frame.columns]
     shown = frame.head(limit)
     head = []
     for c in cols:
-        numeric = c.kind not in ("name", "text", "status")
-        sort = ' aria-sort="descending"' if c.field == sorted_by else ""
-        tip = f' title="{_esc(c.tip)}"' if c.tip else ""
+        numeric = c.numeric
+        sort = ' aria-sort="descending"' if c.key == sorted_by else ""
+        tip = f' title="{esc(c.tip)}"' if c.tip else ""
         kind = 'data-type="num" class="tp-num"' if numeric else 'data-type="text"'
-        head.append(f'<th scope="col" {kind}{sort}{tip}><button type="button">{_esc(c.title)}</button></th>')
+        head.append(f'<th scope="col" {kind}{sort}{tip}><button type="button">{esc(c.title)}</button></th>')
     body = []
     for rec in shown.to_dict("records"):
         body.append("<tr>" + "".join(_cell(c, rec) for c in cols) + "</tr>")
@@ -214,8 +138,8 @@ def table_html(
         else f"{fmt_count(len(frame))} row{'s' if len(frame) != 1 else ''}"
     )
     return (
-        f'<div class="tp-tablewrap{" tp-compact" if compact else ""}"><table class="tp-sortable" id="{_esc(table_id)}">'
-        f"<caption>{_esc(caption)} · {_esc(count)} · click a header to sort</caption>"
+        f'<div class="tp-tablewrap{" tp-compact" if compact else ""}"><table class="tp-sortable" id="{esc(table_id)}">'
+        f"<caption>{esc(caption)} · {esc(count)} · click a header to sort</caption>"
         f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
@@ -224,84 +148,22 @@ def table_html(
 # sections of one profile
 
 
-def _op_columns(profile: Profile, ops: pd.DataFrame) -> list[Col]:
+#: The op columns of the report (the shares of inclusive time are the widget's own).
+REPORT_OP_KEYS = tuple(c.key for c in columns.OPS if c.key not in ("input_shapes", "stack", "module"))
+#: The op diff columns of the report: self times only.
+REPORT_DIFF_OP_KEYS = ("name", "status", "calls_a", "calls_b", "self_cpu_us_a", "self_cpu_us_b")
+REPORT_DIFF_OP_KEYS += (
+    "self_cpu_us_delta",
+    "self_device_us_a",
+    "self_device_us_b",
+    "self_device_us_delta",
+    "ratio",
+)
+
+
+def _op_columns(profile: Profile, ops: pd.DataFrame) -> list[Column]:
     device = bool(profile.summary.get("device_traced"))
-    cols = [
-        Col("name", "Name", "name"),
-        Col("calls", "Calls", "count"),
-        Col("self_cpu_us", "Self CPU", "time", "time in the op itself, on the host"),
-        Col("self_cpu_pct", "Self CPU %", "pct"),
-        Col("cpu_total_us", "CPU total", "time", "time in the op and everything it called"),
-        Col("cpu_mean_us", "CPU avg", "time"),
-    ]
-    if device:
-        cols += [
-            Col(
-                "self_device_us", "Self device", "time", "device time of the kernels this op launched itself"
-            ),
-            Col("self_device_pct", "Self device %", "pct"),
-            Col("device_total_us", "Device total", "time", "device time of every kernel below the op"),
-            Col("device_mean_us", "Device avg", "time"),
-        ]
-    for field, title in (
-        ("self_cpu_mem_bytes", "Self CPU mem"),
-        ("cpu_mem_bytes", "CPU mem"),
-        ("self_device_mem_bytes", "Self device mem"),
-        ("device_mem_bytes", "Device mem"),
-    ):
-        # All-zero memory columns (device memory of a CPU run) say nothing.
-        if field in ops.columns and ops[field].abs().sum() > 0:
-            cols.append(Col(field, title, "bytes"))
-    if "flops" in ops.columns:
-        cols.append(Col("flops", "FLOPs", "flops"))
-    return cols
-
-
-_KERNEL_COLUMNS = [
-    Col("short_name", "Kernel", "name", title_field="name"),
-    Col("kind", "Kind", "text"),
-    Col("calls", "Calls", "count"),
-    Col("total_us", "Total", "time"),
-    Col("pct", "Share", "pct", "share of all device time"),
-    Col("mean_us", "Mean", "time"),
-    Col("min_us", "Min", "time"),
-    Col("median_us", "Median", "time"),
-    Col("max_us", "Max", "time"),
-    Col("grid", "Grid", "text"),
-    Col("block", "Block", "text"),
-    Col("registers", "Registers", "count"),
-    Col("occupancy", "Occupancy %", "float"),
-    Col("bandwidth_gbps", "GB/s", "float"),
-    Col("launch_delay_us", "Launch delay", "time", "mean time from the launch call to the kernel start"),
-]
-
-_STEP_COLUMNS = [
-    Col("step", "Step", "count"),
-    Col("wall_us", "Wall", "time"),
-    Col("cpu_busy_us", "CPU busy", "time"),
-    Col("device_busy_us", "Device busy", "time", "union over time of the device work the step launched"),
-    Col("device_idle_us", "Device idle", "time", "gaps inside the step's own device work (span minus busy)"),
-    Col("device_busy_in_window_us", "Busy in window", "time", "device busy inside the host range"),
-    Col("kernel_us", "Kernels", "time"),
-    Col("comm_us", "Communication", "time"),
-    Col("memcpy_us", "Copies", "time"),
-    Col("memset_us", "Memsets", "time"),
-]
-
-_STREAM_COLUMNS = [
-    Col("device", "Device", "text"),
-    Col("stream", "Stream", "text"),
-    Col("kernels", "Kernels", "count"),
-    Col("busy_us", "Busy", "time"),
-    Col("idle_in_window_us", "Idle in window", "time", "window minus busy"),
-    Col("idle_between_kernels_us", "Idle between kernels", "time", "HTA: gaps between consecutive kernels"),
-    Col("utilization_pct", "Utilisation", "pct"),
-]
-
-
-def _present(frame: pd.DataFrame, cols: list[Col]) -> list[Col]:
-    """Columns with at least one value (optional kernel columns often have none)."""
-    return [c for c in cols if c.field in frame.columns and frame[c.field].notna().any()]
+    return columns.shown(columns.pick(columns.OPS, REPORT_OP_KEYS), ops, device)
 
 
 def _summary_html(profile: Profile) -> str:
@@ -318,9 +180,7 @@ def _summary_html(profile: Profile) -> str:
         chips.append(("compile", f"{float(s['compile_s']):.1f} s"))
     parts = ['<div class="tp-chips">']
     for label, value in chips:
-        parts.append(
-            f'<span class="tp-chip"><span class="tp-label">{_esc(label)}</span> {_esc(value)}</span>'
-        )
+        parts.append(f'<span class="tp-chip"><span class="tp-label">{esc(label)}</span> {esc(value)}</span>')
     parts.append("</div>")
     facts = []
     if profile.trace_path is not None:
@@ -334,13 +194,13 @@ def _summary_html(profile: Profile) -> str:
         if on:
             facts.append("recorded: " + ", ".join(on))
     if facts:
-        parts.append(f'<p class="tp-facts">{_esc(" · ".join(facts))}</p>')
+        parts.append(f'<p class="tp-facts">{esc(" · ".join(facts))}</p>')
     if profile.partial:
         parts.append('<p class="tp-warn">partial profile: the run was interrupted</p>')
     if profile.error:
-        parts.append(f'<p class="tp-error">{_esc(profile.error)}</p>')
+        parts.append(f'<p class="tp-error">{esc(profile.error)}</p>')
     for note in profile.notes:
-        parts.append(f'<p class="tp-warn">{_esc(note)}</p>')
+        parts.append(f'<p class="tp-warn">{esc(note)}</p>')
     return "".join(parts)
 
 
@@ -350,21 +210,21 @@ def _findings_html(profile: Profile) -> str:
     try:
         findings = profile.findings
     except Exception as exc:  # noqa: BLE001 - a failing rule must not cost the report
-        return f'<p class="tp-warn">{_esc(f"findings unavailable: {type(exc).__name__}: {exc}")}</p>'
+        return f'<p class="tp-warn">{esc(f"findings unavailable: {type(exc).__name__}: {exc}")}</p>'
     lines = flat_lines(findings, None)
     if not lines:
         return '<p class="tp-muted">Nothing to point at.</p>'
     items = []
     for sev, text, detail in lines:
         cls = "tp-sev-" + (sev.replace(" ", "-") or "more")
-        label = f'<span class="tp-sev">{_esc(sev)}</span> ' if sev else ""
+        label = f'<span class="tp-sev">{esc(sev)}</span> ' if sev else ""
         if detail:
             items.append(
-                f'<li class="{cls}"><details><summary>{label}{_esc(text)}</summary>'
-                f'<p class="tp-detail">{_esc(detail)}</p></details></li>'
+                f'<li class="{cls}"><details><summary>{label}{esc(text)}</summary>'
+                f'<p class="tp-detail">{esc(detail)}</p></details></li>'
             )
         else:
-            items.append(f'<li class="{cls}">{label}{_esc(text)}</li>')
+            items.append(f'<li class="{cls}">{label}{esc(text)}</li>')
     return f'<ul class="tp-findings">{"".join(items)}</ul>'
 
 
@@ -373,21 +233,14 @@ def _ops_html(profile: Profile, prefix: str) -> str:
     if ops.empty:
         return '<p class="tp-muted">No ops in this trace.</p>'
     cols = _op_columns(profile, ops)
-    from ..columns import sort_column
-
     device = bool(profile.summary.get("device_traced"))
-    metric = "self_device_us" if device else "self_cpu_us"
-    if profile.sort:
-        try:
-            metric = sort_column(profile.sort, ops.columns)
-        except ValueError:
-            pass
+    metric = columns.op_sort(profile.sort, device, ops.columns)
     totals = f"self CPU {fmt_time(ops['self_cpu_us'].sum())}"
     if device:
         totals += f" · self device {fmt_time(ops['self_device_us'].sum())}"
     what = totals_label(profile.summary.get("steps", 0))
     return table_html(ops, cols, f"{prefix}ops", f"Ops · {what}", sorted_by=metric) + (
-        f'<p class="tp-muted">Sums over all rows ({_esc(what)}): {_esc(totals)}.</p>'
+        f'<p class="tp-muted">Sums over all rows ({esc(what)}): {esc(totals)}.</p>'
     )
 
 
@@ -400,12 +253,12 @@ def _kernels_html(profile: Profile, prefix: str) -> str:
     return (
         table_html(
             k,
-            _present(k, _KERNEL_COLUMNS),
+            columns.shown(columns.KERNELS, k),
             f"{prefix}kernels",
             f"Kernels, copies and memsets · {totals_label(profile.summary.get('steps', 0))}",
             "total_us",
         )
-        + f'<p class="tp-muted">Device time over all rows: {_esc(total)}.</p>'
+        + f'<p class="tp-muted">Device time over all rows: {esc(total)}.</p>'
     )
 
 
@@ -413,11 +266,13 @@ def _steps_html(profile: Profile, prefix: str) -> str:
     steps = profile.steps
     parts = []
     if not steps.empty:
-        cols = _STEP_COLUMNS if profile.summary.get("device_traced") else _STEP_COLUMNS[:3]
+        cols = columns.shown(columns.STEPS, steps, bool(profile.summary.get("device_traced")))
         parts.append(table_html(steps, cols, f"{prefix}steps", "Steps", compact=True))
     streams = profile.streams
     if profile.summary.get("device_traced") and not streams.empty:
-        parts.append(table_html(streams, _STREAM_COLUMNS, f"{prefix}streams", "Device streams", compact=True))
+        parts.append(
+            table_html(streams, list(columns.STREAMS), f"{prefix}streams", "Device streams", compact=True)
+        )
     return "".join(parts) or '<p class="tp-muted">No ProfilerStep ranges in this trace.</p>'
 
 
@@ -464,14 +319,14 @@ def _profile_sections(
     ]
     for key, title, body in sections:
         nav.append((f"{prefix}{key}", title))
-        parts.append(f'<section id="{prefix}{key}-section"><{h}>{_esc(title)}</{h}>{body}</section>')
+        parts.append(f'<section id="{prefix}{key}-section"><{h}>{esc(title)}</{h}>{body}</section>')
     tl = _timeline_part(profile)
     nav.append((f"{prefix}timeline", "Timeline"))
     slot = _slot(prefix) if tl.model is not None else ""
     parts.append(
         f'<section id="{prefix}timeline-section"><{h}>Timeline</{h}>'
-        f'<p class="tp-muted">{_esc(tl.hint)}</p>'
-        + (f'<p class="tp-lod" id="{prefix}timeline-lod">{_esc(tl.lod)}</p>' if tl.lod else "")
+        f'<p class="tp-muted">{esc(tl.hint)}</p>'
+        + (f'<p class="tp-lod" id="{prefix}timeline-lod">{esc(tl.lod)}</p>' if tl.lod else "")
         + f"{slot}</section>"
     )
     return "".join(parts), tl.model
@@ -634,19 +489,19 @@ def _page(title: str, subtitle: str, nav: list[tuple[str, str]], body: str, mode
     bokeh_js, bokeh_script, divs = _embed(models)
     for key, div in divs.items():
         body = body.replace(_slot(key), f'<div class="tp-timeline">{div}</div>', 1)
-    links = "".join(f'<a href="#{_esc(anchor)}-section">{_esc(text)}</a>' for anchor, text in nav)
+    links = "".join(f'<a href="#{esc(anchor)}-section">{esc(text)}</a>' for anchor, text in nav)
     made = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta name="generator" content="jupyter_torchprof {_esc(__version__)}">\n'
-        f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n{bokeh_js}\n</head>\n<body>\n<main>\n"
-        f'<header><h1>{_esc(title)}</h1><p class="tp-sub">{_esc(subtitle)}</p></header>\n'
+        f'<meta name="generator" content="jupyter_torchprof {esc(__version__)}">\n'
+        f"<title>{esc(title)}</title>\n<style>{_CSS}</style>\n{bokeh_js}\n</head>\n<body>\n<main>\n"
+        f'<header><h1>{esc(title)}</h1><p class="tp-sub">{esc(subtitle)}</p></header>\n'
         f"{NO_SCRIPT_HINT}\n"
         f"<nav>{links}</nav>\n{body}\n"
-        f"<footer>Written by jupyter_torchprof {_esc(__version__)} on {_esc(made)}. "
+        f"<footer>Written by jupyter_torchprof {esc(__version__)} on {esc(made)}. "
         "This file is self-contained and opens offline.</footer>\n"
         f"</main>\n<script>{_SORT_JS}</script>\n{bokeh_script}\n</body>\n</html>\n"
     )
@@ -660,45 +515,20 @@ def profile_report_html(profile: Profile) -> str:
     return _page(profile.name, "torch.profiler report", nav, body, models)
 
 
-_DIFF_OP_COLUMNS = [
-    Col("name", "Name", "name"),
-    Col("status", "Status", "status", "gone: eager only · new: compiled only · both"),
-    Col("calls_a", "Calls eager", "calls"),
-    Col("calls_b", "Calls compiled", "calls"),
-    Col("self_cpu_us_a", "Self CPU eager", "time"),
-    Col("self_cpu_us_b", "Self CPU compiled", "time"),
-    Col("self_cpu_us_delta", "Δ self CPU", "delta"),
-    Col("self_device_us_a", "Self device eager", "time"),
-    Col("self_device_us_b", "Self device compiled", "time"),
-    Col("self_device_us_delta", "Δ self device", "delta"),
-    Col("ratio", "Ratio", "ratio", "compiled / eager of the sorted metric"),
-]
-
-_DIFF_KERNEL_COLUMNS = [
-    Col("name", "Kernel", "name"),
-    Col("status", "Status", "status", "gone: eager only · new: compiled only · both"),
-    Col("calls_a", "Calls eager", "calls"),
-    Col("calls_b", "Calls compiled", "calls"),
-    Col("total_us_a", "Device eager", "time"),
-    Col("total_us_b", "Device compiled", "time"),
-    Col("total_us_delta", "Δ device", "delta"),
-    Col("ratio", "Ratio", "ratio"),
-]
-
-
 def comparison_report_html(comparison: Comparison) -> str:
     """The standalone report of a `Comparison`: headline, diff, then each side."""
     nav: list[tuple[str, str]] = [("headline", "Headline")]
-    lines = "".join(f"<li>{_esc(line)}</li>" for line in comparison.headline_lines())
+    lines = "".join(f"<li>{esc(line)}</li>" for line in comparison.headline_lines())
     parts = [f'<section id="headline-section"><h2>Eager vs compiled</h2><ul class="tp-headline">{lines}</ul>']
     tb = getattr(comparison.compile_stats, "traceback", None)
     if tb:
-        parts.append(f"<details><summary>full traceback</summary><pre>{_esc(tb)}</pre></details>")
+        parts.append(f"<details><summary>full traceback</summary><pre>{esc(tb)}</pre></details>")
     parts.append("</section>")
     ops, kernels = comparison.diff_ops, comparison.diff_kernels
     if not ops.empty:
         device = "self_device_us_delta" in ops and ops["self_device_us_delta"].abs().sum() > 0
-        cols = _DIFF_OP_COLUMNS if device else [c for c in _DIFF_OP_COLUMNS if "device" not in c.field]
+        cols = columns.pick(columns.diff_ops("eager", "compiled"), REPORT_DIFF_OP_KEYS)
+        cols = [c for c in cols if device or not c.device]
         nav.append(("diff-ops", "Op changes"))
         parts.append(
             '<section id="diff-ops-section"><h2>Op changes (per step)</h2>'
@@ -710,7 +540,10 @@ def comparison_report_html(comparison: Comparison) -> str:
         parts.append(
             '<section id="diff-kernels-section"><h2>Kernel changes (per step)</h2>'
             + table_html(
-                kernels, _DIFF_KERNEL_COLUMNS, "diff-kernels", "Kernels, eager vs compiled, per step"
+                kernels,
+                columns.diff_kernels("eager", "compiled"),
+                "diff-kernels",
+                "Kernels, eager vs compiled, per step",
             )
             + "</section>"
         )
@@ -721,7 +554,7 @@ def comparison_report_html(comparison: Comparison) -> str:
         side_nav: list[tuple[str, str]] = []
         body, model = _profile_sections(p, f"{label}-", 3, side_nav)
         nav.append((label, label.capitalize()))
-        parts.append(f'<section id="{label}-section"><h2>{_esc(label.capitalize())}: {_esc(p.name)}</h2>')
+        parts.append(f'<section id="{label}-section"><h2>{esc(label.capitalize())}: {esc(p.name)}</h2>')
         parts.append(body + "</section>")
         if model is not None:
             models[f"{label}-"] = model

@@ -17,14 +17,15 @@ only ever see numbers.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from .. import columns as catalog
 from ..analysis import modules as modules_mod
 from ..analysis import ops as ops_mod
+from ..columns import STATUS_LABELS, Column
 from ..format import fmt_count, fmt_time, per_step_label, totals_label
 from ..trace import categories as K
 from .style import FMT_BYTES_JS, FMT_TIME_JS, table_stylesheet
@@ -114,25 +115,21 @@ def text_formatter() -> Any:
     return StringFormatter(nan_format="", null_format="")
 
 
+#: The bokeh formatter of each kind of the catalog (`columns.KINDS`).
 _FORMATTERS = {
+    "name": text_formatter,
     "text": text_formatter,
+    "status": text_formatter,
     "time": time_formatter,
+    "delta": time_formatter,
     "bytes": bytes_formatter,
-    "share": share_formatter,
+    "pct": share_formatter,
     "count": count_formatter,
-    "float": float_formatter,
+    "calls": count_formatter,
+    "number": float_formatter,
+    "ratio": lambda: float_formatter("0.00"),
     "flops": flops_formatter,
 }
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column: data field, header, formatter kind, width (px)."""
-
-    field: str
-    title: str
-    kind: str
-    width: int = 90
 
 
 def _column_data(frame: pd.DataFrame, columns: list[Column]) -> dict[str, Any]:
@@ -142,10 +139,10 @@ def _column_data(frame: pd.DataFrame, columns: list[Column]) -> dict[str, Any]:
         if c.field in data:
             continue
         col = frame[c.field] if c.field in frame.columns else pd.Series([np.nan] * len(frame))
-        if c.kind == "text":
-            data[c.field] = [
-                "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in col
-            ]
+        if not c.numeric:
+            text = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in col]
+            # A diff row's side as a reader says it (gone / new).
+            data[c.field] = [STATUS_LABELS.get(t, t) for t in text] if c.kind == "status" else text
         else:
             data[c.field] = pd.to_numeric(col, errors="coerce").to_numpy(np.float64)
     return data
@@ -263,7 +260,7 @@ def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) ->
         max(
             header_width(c),
             text_width(data[c.field], c.title, c.width, NAME_MAX_PX if i == 0 else 2 * c.width)
-            if c.kind == "text"
+            if not c.numeric
             else c.width,
         )
         for i, c in enumerate(columns)
@@ -276,7 +273,7 @@ def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) ->
             width=width,
             # Numbers sort largest first on the first click: that is what
             # one looks for in a profile.
-            default_sort="ascending" if c.kind == "text" else "descending",
+            default_sort="descending" if c.numeric else "ascending",
         )
         for c, width in zip(columns, widths, strict=True)
     ]
@@ -351,7 +348,6 @@ def match_names(names: pd.Series, pattern: str) -> tuple[np.ndarray, str]:
 
 
 _GROUP_FIELD = {"shape": "input_shapes", "stack": "stack", "module": "module"}
-_GROUP_TITLE = {"shape": "Input shapes", "stack": "Stack", "module": "Module"}
 
 
 def _shown_parts(table: OpTable | KernelTable, what: str, by: str) -> list[str]:
@@ -454,14 +450,7 @@ class OpTable:
         """Column the top-N is taken by."""
         if self.mode == "total":
             return "device_total_us" if self.device else "cpu_total_us"
-        if self.profile.sort:
-            from ..columns import sort_column
-
-            try:
-                return sort_column(self.profile.sort, self.full.columns)
-            except ValueError:
-                pass
-        return "self_device_us" if self.device else "self_cpu_us"
+        return catalog.op_sort(self.profile.sort, self.device, self.full.columns)
 
     def _rows(self) -> pd.DataFrame:
         full = self.full
@@ -483,38 +472,22 @@ class OpTable:
         return self.shown
 
     def _columns(self) -> list[Column]:
-        cols = [Column("name", "Name", "text", 340)]
-        for key, field in _GROUP_FIELD.items():
-            if key in available_groupings(self.profile):
-                cols.append(Column(field, _GROUP_TITLE[key], "text", 220))
-        cols.append(Column("calls", "Calls", "count", 70))
-        cols += [
-            Column("self_cpu_us", "Self CPU", "time"),
-            Column("self_cpu_pct", "Self CPU %", "share", 110),
-            Column("cpu_total_us", "CPU total", "time"),
-            Column("cpu_total_pct", "CPU total %", "share", 110),
-            Column("cpu_mean_us", "CPU avg", "time"),
-        ]
-        if self.device:
-            cols += [
-                Column("self_device_us", "Self device", "time"),
-                Column("self_device_pct", "Self device %", "share", 120),
-                Column("device_total_us", "Device total", "time"),
-                Column("device_total_pct", "Device total %", "share", 120),
-                Column("device_mean_us", "Device avg", "time"),
-            ]
+        # Built once for every grouping the trace supports (`update` only
+        # shows and hides them), so the group columns are judged by the
+        # groupings, not by the frame of the current one; the shares of
+        # inclusive time are computed per shown row (`_rows`).
+        groups = {_GROUP_FIELD[k] for k in available_groupings(self.profile) if k in _GROUP_FIELD}
         full = self.full
-        for field, title in (
-            ("self_cpu_mem_bytes", "Self CPU mem"),
-            ("cpu_mem_bytes", "CPU mem"),
-            ("self_device_mem_bytes", "Self device mem"),
-            ("device_mem_bytes", "Device mem"),
-        ):
-            # Device memory columns of a CPU run are all zero: leave them out.
-            if field in full.columns and full[field].abs().sum() > 0:
-                cols.append(Column(field, title, "bytes", 100))
-        if "flops" in full.columns:
-            cols.append(Column("flops", "FLOPs", "flops", 90))
+        always = set(full.columns) | {"cpu_total_pct", "device_total_pct"}
+        cols = []
+        for c in catalog.OPS:
+            if c.key in _GROUP_FIELD.values():
+                keep = c.key in groups
+            else:
+                keep = (self.device or not c.device) and c.key in always
+                keep = keep and (not c.when or bool(catalog.shown([c], full)))
+            if keep:
+                cols.append(c)
         return cols
 
     def _visible(self, field: str) -> bool:
@@ -684,32 +657,11 @@ class KernelTable:
         return self.shown
 
     def _columns(self) -> list[Column]:
-        full = self.full
-        cols = [
-            Column("short_name", "Kernel", "text", 340),
-            Column("kind", "Kind", "text", 70),
-            Column("calls", "Calls", "count", 70),
-            Column("total_us", "Total", "time"),
-            Column("pct", "Share", "share", 110),
-            Column("launched_by", "Launched by", "text", 160),
-            Column("mean_us", "Mean", "time", 80),
-            Column("min_us", "Min", "time", 80),
-            Column("median_us", "Median", "time", 80),
-            Column("max_us", "Max", "time", 80),
-        ]
-        optional = [
-            Column("grid", "Grid", "text", 90),
-            Column("block", "Block", "text", 90),
-            Column("registers", "Registers", "count", 80),
-            Column("shared_memory", "Shared mem", "bytes", 90),
-            Column("occupancy", "Occupancy %", "float", 90),
-            Column("bandwidth_gbps", "GB/s", "float", 70),
-            Column("launch_delay_us", "Launch delay", "time", 100),
-        ]
-        for c in optional:
-            if c.field in full.columns and full[c.field].notna().any():
-                cols.append(c)
-        return [c for c in cols if c.field != "launched_by" or self.shown["launched_by"].ne("").any()]
+        # Optional fields are judged on every kernel; who launched them on the
+        # shown rows (`launch_summary` runs for those only).
+        keys = {c.key for c in catalog.shown(catalog.KERNELS, self.full)}
+        keys |= {c.key for c in catalog.shown(catalog.pick(catalog.KERNELS, ["launched_by"]), self.shown)}
+        return [c for c in catalog.KERNELS if c.key in keys]
 
     def update(
         self,

@@ -6,7 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import ellipsize, fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time, totals_label
+from .. import columns
+from ..columns import Column, format_cell
+from ..format import ellipsize, fmt_pct, fmt_time, totals_label
 
 
 def summary_line(summary: dict[str, Any]) -> str:
@@ -28,28 +30,28 @@ def summary_line(summary: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-_OP_COLUMNS: list[tuple[str, str, Any]] = [
-    ("self_cpu_pct", "Self CPU %", fmt_pct),
-    ("self_cpu_us", "Self CPU", fmt_time),
-    ("cpu_total_us", "CPU total", fmt_time),
-    ("cpu_mean_us", "CPU avg", fmt_time),
-    ("self_device_us", "Self Device", fmt_time),
-    ("self_device_pct", "Self Device %", fmt_pct),
-    ("device_total_us", "Device total", fmt_time),
-    ("device_mean_us", "Device avg", fmt_time),
-    ("self_cpu_mem_bytes", "Self CPU Mem", fmt_bytes),
-    ("self_device_mem_bytes", "Self Device Mem", fmt_bytes),
-    ("flops", "Total FLOPs", fmt_flops),
-    ("calls", "# Calls", fmt_count),
-]
+#: The op columns of the text table, in key_averages' order (times first, calls last).
+TEXT_OP_KEYS = (
+    "self_cpu_pct",
+    "self_cpu_us",
+    "cpu_total_us",
+    "cpu_mean_us",
+    "self_device_us",
+    "self_device_pct",
+    "device_total_us",
+    "device_mean_us",
+    "self_cpu_mem_bytes",
+    "self_device_mem_bytes",
+    "flops",
+    "calls",
+)
+#: The kernel columns of the text table.
+TEXT_KERNEL_KEYS = ("short_name", "calls", "total_us", "mean_us", "min_us", "median_us", "max_us", "pct")
 
 
-def op_columns(table: pd.DataFrame, device: bool) -> list[tuple[str, str, Any]]:
-    """The (column, header, formatter) triples shown for an op table."""
-    cols = [c for c in _OP_COLUMNS if c[0] in table.columns]
-    if not device:
-        cols = [c for c in cols if "device" not in c[0]]
-    return cols
+def op_columns(table: pd.DataFrame, device: bool) -> list[Column]:
+    """The catalog's op columns the text table shows for ``table`` (name and extras apart)."""
+    return columns.shown(columns.pick(columns.OPS, TEXT_OP_KEYS), table, device)
 
 
 def render_table(rows: list[list[str]], headers: list[str], name_width: int = 60) -> str:
@@ -79,24 +81,24 @@ def op_table_text(
     over that many profiled steps.
     """
     cols = op_columns(table, device)
-    extra = [c for c in ("input_shapes", "stack", "module") if c in table.columns]
+    extra = columns.shown(columns.pick(columns.OPS, ("input_shapes", "stack", "module")), table, device)
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
     rows = []
-    for rec in shown.itertuples(index=False):
-        d = rec._asdict()
+    for d in shown.to_dict("records"):
         rows.append(
             [str(d["name"])]
-            + [fmt(d[c]) for c, _, fmt in cols]
-            + [ellipsize(str(d[c] or ""), 60) for c in extra]
+            + [format_cell(c, d[c.key]) for c in cols]
+            + [ellipsize(format_cell(c, d[c.key]), 60) for c in extra]
         )
-    headers = ["Name"] + [h for _, h, _ in cols] + [c.replace("_", " ").title() for c in extra]
+    name = columns.pick(columns.OPS, ["name"])[0].title
+    headers = [name] + [c.title for c in cols] + [c.title for c in extra]
     text = render_table(rows, headers, name_width)
     footer = []
     if steps is not None:
         footer.append(f"Ops: {totals_label(steps)} (per step: Profile.op_table(per_step=True))")
     footer.append(f"Self CPU time total: {fmt_time(table['self_cpu_us'].sum())}")
     if device:
-        footer.append(f"Self Device time total: {fmt_time(table['self_device_us'].sum())}")
+        footer.append(f"Self device time total: {fmt_time(table['self_device_us'].sum())}")
     hidden = len(table) - len(shown)
     if hidden > 0:
         footer.append(f"({hidden} more rows; pass row_limit=-1 or use Profile.ops for all)")
@@ -108,20 +110,9 @@ def kernel_table_text(
 ) -> str:
     """The kernel table as fixed-width text (``steps``: named in the footer, as for ops)."""
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
-    headers = ["Kernel", "Calls", "Total", "Mean", "Min", "Median", "Max", "%"]
-    rows = [
-        [
-            str(r.short_name),
-            fmt_count(r.calls),
-            fmt_time(r.total_us),
-            fmt_time(r.mean_us),
-            fmt_time(r.min_us),
-            fmt_time(r.median_us),
-            fmt_time(r.max_us),
-            fmt_pct(r.pct),
-        ]
-        for r in shown.itertuples(index=False)
-    ]
+    cols = columns.pick(columns.KERNELS, TEXT_KERNEL_KEYS)
+    headers = [c.title for c in cols]
+    rows = [[format_cell(c, d.get(c.key)) for c in cols] for d in shown.to_dict("records")]
     text = render_table(rows, headers, name_width)
     if steps is not None:
         text += f"\nKernels: {totals_label(steps)} (per step: Profile.kernel_table(per_step=True))"
