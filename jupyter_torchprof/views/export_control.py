@@ -22,7 +22,6 @@ notebook, and nothing half-written is left behind (see `export`).
 
 from __future__ import annotations
 
-import html
 import os
 import re
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..format import fmt_count
+from ..format import esc, fmt_count
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..export import ExportResult
@@ -245,10 +244,6 @@ def _human(n: float) -> str:
 # the widget
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
@@ -370,7 +365,7 @@ class ExportControl:
             text += f" · {fmt_count(len(self.profile.kernels))} rows"
         elif c.part:
             text += f" · {fmt_count(len(self.profile.ops))} rows"
-        self.hint.value = f'<span style="opacity:0.75">{_esc(text)}</span>'
+        self.hint.value = f'<span style="opacity:0.75">{esc(text)}</span>'
 
     def _show(self, lines: list[tuple[str, str]], plain: list[str]) -> None:
         # Setting ``outputs`` (not ``with output:``) works from a button
@@ -391,13 +386,13 @@ class ExportControl:
                 line = f"writing the trace: {_human(size)} of JSON" + (
                     ", gzip-compressed …" if c.suffix.endswith(".gz") else " …"
                 )
-                self._show([("", _esc(line))], [line])
+                self._show([("", esc(line))], [line])
             else:
-                self._show([("", _esc(f"writing {c.label} …"))], [f"writing {c.label} …"])
+                self._show([("", esc(f"writing {c.label} …"))], [f"writing {c.label} …"])
             path, result = export_into(self.profile, c, self.folder)
         except Exception as exc:  # noqa: BLE001 - every failure is one line in the control
             line = f"export failed: {_one_line(exc)}"
-            self._show([("error", _esc(line))], [line])
+            self._show([("error", esc(line))], [line])
             return None
         finally:
             self.button.disabled = False
@@ -406,23 +401,23 @@ class ExportControl:
         plain: list[str] = []
         for msg in result.messages:
             kind = "warn" if msg.startswith("warning") else ""
-            lines.append((kind, _esc(msg)))
+            lines.append((kind, esc(msg)))
             plain.append(msg)
         size = path.stat().st_size
         shown = f"{EXPORT_DIR}/{path.name}" if self.folder is None else str(path)
         href = link_href(path)
         link = (
-            f'<a href="{_esc(href)}" download="{_esc(path.name)}" class="jp-TorchProf-export-link" '
-            f'style="color:var(--jp-content-link-color,#1976d2);text-decoration:underline">download {_esc(path.name)}</a>'
+            f'<a href="{esc(href)}" download="{esc(path.name)}" class="jp-TorchProf-export-link" '
+            f'style="color:var(--jp-content-link-color,#1976d2);text-decoration:underline">download {esc(path.name)}</a>'
         )
-        lines.append(("", f"wrote {_esc(shown)} ({_esc(_human(size))}) · {link}"))
+        lines.append(("", f"wrote {esc(shown)} ({esc(_human(size))}) · {link}"))
         plain.append(f"wrote {shown} ({_human(size)})")
         if c.suffix == ".html":
             tip = (
                 "JupyterLab opens HTML files with scripts off: click Trust HTML in its toolbar "
                 "(or open the file in a browser tab) to see the timeline"
             )
-            lines.append(("", _esc(tip)))
+            lines.append(("", esc(tip)))
             plain.append(tip)
         self._show(lines, plain)
         # The next click writes the next free name: say that one, not this one.
