@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TraceError
 from ..trace.files import XPLANE_SUFFIX, folder_traces, parse_with_device, parse_xplane
+from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .profile import Profile
@@ -21,6 +22,11 @@ def load(
     path: str | Path, name: str | None = None, client: Any = None, workers: int | None = None
 ) -> Profile | RankSet:
     """Load a trace file, or a folder of traces (see `trace.files`).
+
+    A run folder of the store (``.torchprof/runs/<id>``) opens from the
+    tables kept beside its trace (`results.cache`) when they are current:
+    its summary and tables without parsing the trace, which is parsed only
+    when something else (events, the timeline) is asked for.
 
     A folder of several traces is parsed in parallel: on ``client`` (a
     ``dask.distributed.Client``) when given, else in ``workers`` processes
@@ -51,7 +57,28 @@ def load(
     if not files:
         raise TraceError(p, "no trace files (*.json, *.json.gz or *.xplane.pb) in this folder")
     if len(files) == 1:
-        return Profile(parse_with_device(files[0]), name=name)
+        return _one_trace(p, files[0], name)
     from .ranks import RankSet
 
     return RankSet.from_files(files, name=name or p.name, client=client, workers=workers)
+
+
+def _one_trace(folder: Path, trace: Path, name: str | None) -> Profile:
+    """The Profile of a folder's only trace; a run folder's from its table cache when current.
+
+    A run folder (one the store wrote) whose cache is absent, older or
+    unreadable gets one, written once its tables are computed; any other
+    folder is only read, never written to.
+    """
+    from .cache import cached_profile, is_run_folder
+    from .profile import Profile
+
+    if not is_run_folder(folder):
+        return Profile(parse_with_device(trace), name=name)
+    cached = cached_profile(trace, name=name)
+    if cached is not None:
+        return cached
+    profile = Profile(parse_with_device(trace), name=name)
+    export = seams.exporter()
+    export.keep_cache(export.write_table_cache, profile, trace)
+    return profile

@@ -44,6 +44,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from .. import columns
 from ..analysis.memory import memory_peaks
 from ..store import RunStore, is_run_id, json_safe
 
@@ -174,8 +175,41 @@ def frame_json(frame: Any, limit: int | None = None) -> dict[str, Any]:
 
 
 def _sorted_ops(ops: Any, device: bool) -> Any:
-    col = "self_device_us" if device and "self_device_us" in ops.columns else "self_cpu_us"
+    col = columns.default_sort(device, ops.columns)
     return ops.sort_values(col, ascending=False, kind="stable") if col in ops.columns else ops
+
+
+#: The catalog's columns of each table ``GET runs/<id>/tables`` sends.
+RUN_TABLE_COLUMNS = {
+    "ops": columns.OPS,
+    "kernels": columns.KERNELS,
+    "steps": columns.STEPS,
+    "memory": columns.MEMORY_PEAKS,
+}
+#: The same for ``GET compare`` (the sides are titled A and B, A the baseline).
+COMPARE_TABLE_COLUMNS = {
+    "headline": columns.HEADLINE,
+    "ops": tuple(columns.diff_ops("A", "B")),
+    "kernels": tuple(columns.diff_kernels("A", "B")),
+}
+
+
+def with_specs(payload: dict[str, Any], tables: dict[str, Any], device: bool) -> dict[str, Any]:
+    """``payload`` with ``specs`` beside each table's rows: the catalog columns it shows.
+
+    The sidebar renders exactly these (title, kind, unit, tooltip), so it
+    keeps no catalog of its own. A column is sent when the rows have it, the
+    device was traced or it is not a device column, and its ``when`` holds
+    on the rows sent (`columns.shown_in_rows`). The cached payload is not
+    changed.
+    """
+    out = dict(payload)
+    for name, cols in tables.items():
+        table = payload.get(name)
+        if isinstance(table, dict) and "columns" in table:
+            shown = columns.shown_in_rows(cols, table["columns"], table["rows"], device)
+            out[name] = {**table, "specs": [c.to_json() for c in shown]}
+    return out
 
 
 #: What the run panel shows of each finding (the inline view's findings box).
@@ -365,7 +399,16 @@ class RunTablesHandler(RunsBase):
             key = ("tables", *ProfileCache.file_key(path), limit)
 
             def tables() -> dict[str, Any]:
-                p = self.cache.profile(path)
+                from ..export import keep_cache, write_table_cache
+                from ..results.cache import CachedProfile, cached_profile
+
+                # The tables kept beside the trace answer without parsing it (results.cache);
+                # a trace parsed here gets them, unless it is a raw trace still being packed.
+                p = cached_profile(path)
+                if p is None:
+                    p = self.cache.profile(path)
+                    if path.name.endswith(".gz"):
+                        keep_cache(write_table_cache, p, path)
                 summary = dict(p.summary)
                 device = bool(summary.get("device_traced"))
                 return {
@@ -374,12 +417,18 @@ class RunTablesHandler(RunsBase):
                     "kernels": frame_json(_sorted_kernels(p.kernels), limit),
                     "steps": frame_json(p.steps),
                     "findings": frame_json(_finding_rows(p.findings)),
-                    "memory": frame_json(memory_peaks(p.memory_events)),
+                    "memory": frame_json(
+                        p.cached_memory_peaks
+                        if isinstance(p, CachedProfile)
+                        else memory_peaks(p.memory_events)
+                    ),
                 }
 
             return self.cache.payload(key, tables)
 
         payload = await self.compute(work)
+        device = bool(payload["summary"].get("device_traced"))
+        payload = with_specs(payload, RUN_TABLE_COLUMNS, device)
         self.write_json(
             {
                 "id": run_id,
@@ -463,8 +512,23 @@ class RunTimelineHandler(RunsBase):
             from bokeh.embed import json_item
 
             def build() -> Any:
-                model = build_timeline(self.cache.profile(path), window=None, max_glyphs=glyphs)
-                return json_item(model)
+                import bokeh
+
+                from .._version import __version__
+                from ..export import keep_cache, write_timeline_cache
+                from ..results.cache import read_timeline
+
+                # The first level of detail kept beside the trace (results.cache) skips
+                # the parse and the build; it depends on the glyph budget and the versions.
+                stamp = {"max_glyphs": glyphs, "bokeh": bokeh.__version__, "version": __version__}
+                kept = read_timeline(path, stamp)
+                if kept is not None:
+                    return json.loads(kept)
+                item = json_item(build_timeline(self.cache.profile(path), window=None, max_glyphs=glyphs))
+                if path.name.endswith(".gz"):
+                    data = json.dumps(json_safe(item), allow_nan=False).encode()
+                    keep_cache(write_timeline_cache, data, path, stamp)
+                return item
 
             return self.cache.payload(("timeline", *ProfileCache.file_key(path), glyphs), build)
 
@@ -506,6 +570,8 @@ class CompareHandler(RunsBase):
             return self.cache.payload(key, diff)
 
         payload = await self.compute(work)
+        device = any(bool(payload[k].get("device_traced")) for k in ("summary_a", "summary_b"))
+        payload = with_specs(payload, COMPARE_TABLE_COLUMNS, device)
         notes = []
         cells = [str(info.get("cell") or "").strip() for info in infos]
         if cells[0] and cells[0] == cells[1]:
