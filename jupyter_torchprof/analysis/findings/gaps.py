@@ -61,8 +61,8 @@ def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
         gs, ge, b, a = idle_segments(s[first:last], e[first:last], lo, hi)
         parts["start"] += gs.tolist()
         parts["end"] += ge.tolist()
-        parts["before"] += [int(rows[first + x]) if x >= 0 else -1 for x in b.tolist()]
-        parts["after"] += [int(rows[first + x]) if x >= 0 else -1 for x in a.tolist()]
+        parts["before"] += np.where(b >= 0, rows[first + np.maximum(b, 0)], -1).tolist()
+        parts["after"] += np.where(a >= 0, rows[first + np.maximum(a, 0)], -1).tolist()
         parts["step"] += [k] * len(gs)
     out = {k: np.array(v) for k, v in parts.items()}
     order = np.argsort(-(out["end"] - out["start"]), kind="stable") if len(out["start"]) else []
