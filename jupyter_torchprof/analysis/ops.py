@@ -26,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .. import columns
 from ..trace import categories as K
 from .flops import FLOPS_COLUMNS, estimate_flops
 from .tree import children_sums, folded_into, subtree_sums
@@ -282,7 +283,7 @@ def _ordered(table: pd.DataFrame, grouping: list[str]) -> pd.DataFrame:
     stats = list(OP_TABLE_COLUMNS[1:])
     rest = [c for c in table.columns if c not in ["name", *stats, *grouping]]
     table = table[["name", *stats, *grouping, *rest]]
-    sort_key = "self_device_us" if table["self_device_us"].sum() > 0 else "self_cpu_us"
+    sort_key = columns.default_sort(table["self_device_us"].sum() > 0)
     table = table.sort_values([sort_key, "cpu_total_us"], ascending=False, kind="stable")
     return table.reset_index(drop=True)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .. import columns
 from ..analysis import diff as diff_mod
 from ..format import fmt_time
 from . import seams
@@ -118,10 +119,8 @@ class Comparison:
         parts = [f"{self.name}: eager vs compiled", *self.headline_lines()]
         d = self.diff_ops
         if not d.empty:
-            metric = (
-                "self_device_us"
-                if "self_device_us_delta" in d and d["self_device_us_delta"].abs().sum() > 0
-                else "self_cpu_us"
+            metric = columns.default_sort(
+                "self_device_us_delta" in d and d["self_device_us_delta"].abs().sum() > 0
             )
             parts.append(f"biggest op changes ({metric.replace('_us', '')} per step):")
             for r in d.head(self.row_limit).itertuples(index=False):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .. import columns
 from ..analysis import diff as diff_mod
 from ..format import fmt_time
 from . import seams
@@ -39,7 +40,7 @@ class ProfileDiff:
         """Per-op calls and times per step, a vs b (see `analysis.diff.diff_tables`)."""
         return diff_mod.diff_tables(
             self.a.ops, self.b.ops, diff_mod.OP_METRICS, self._steps(self.a), self._steps(self.b),
-            sort_by="self_device_us" if self._device else "self_cpu_us",
+            sort_by=columns.default_sort(self._device),
         )  # fmt: skip
 
     @cached_property
