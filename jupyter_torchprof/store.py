@@ -33,6 +33,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from . import columns
 from .errors import disk_error
 
 RUN_FILE = "run.json"
@@ -575,7 +576,7 @@ def run_info(profile: Any, notebook: str | None = None, kind: str = "capture") -
     s = profile.summary
     cap = profile.capture
     ops = profile.ops
-    sort_col = "self_device_us" if s["device_traced"] else "self_cpu_us"
+    sort_col = columns.default_sort(bool(s["device_traced"]))
     # The step ranges themselves are not an op anyone can speed up.
     candidates = ops[~ops["name"].isin(["ProfilerStep*"])]
     top = candidates.sort_values(sort_col, ascending=False).head(5)
