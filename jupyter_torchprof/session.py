@@ -41,6 +41,8 @@ class RunSession:
     def __init__(self, shell: Any, settings: Any) -> None:
         self.shell = shell
         self.settings = settings
+        #: Run folder → the thread packing its trace (the table cache waits for it).
+        self._packing: dict[Path, Any] = {}
 
     def _setting(self, value: Any, trait: str) -> Any:
         return getattr(self.settings, trait) if value is None else value
@@ -460,7 +462,7 @@ class RunSession:
             run_dir=run_dir,
         )
         profile.meta.path = str(run_dir / TRACE_NAME)
-        compress_in_background(result.trace_path, run_dir / TRACE_NAME)
+        self._packing[run_dir] = compress_in_background(result.trace_path, run_dir / TRACE_NAME)
         store.write_info(run_dir, {**run_info(profile, notebook_of(self.shell)), **(extra_info or {})})
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
@@ -509,6 +511,36 @@ class RunSession:
             from IPython.display import display
 
             display(result)
+        self._keep_tables(result)
+
+    def _keep_tables(self, result: Any) -> None:
+        """Keep the tables of each run just captured beside its trace (`results.cache`).
+
+        After the result was shown: its tables are computed by then (those
+        that are not, are computed here, on this thread, so the writer only
+        reads them). The file is written once the trace is packed, since it
+        is keyed on the packed trace's size and time; the sidebar and
+        ``load()`` then reopen the run without parsing it.
+        """
+        from .export import keep_cache, write_table_cache
+        from .results.comparison import Comparison
+        from .store import TRACE_NAME, in_background
+
+        profiles = [result.eager, result.compiled] if isinstance(result, Comparison) else [result]
+        for p in profiles:
+            run_dir = getattr(p, "run_dir", None)
+            packing = self._packing.pop(run_dir, None) if run_dir is not None else None
+            if packing is None:
+                continue  # a loaded trace, or one kept before: the server or load() writes its cache
+            p.ops, p.kernels, p.steps, p.findings, p.summary, p.notes, p.memory_events  # noqa: B018
+            trace = p.run_dir / TRACE_NAME
+
+            def write(p: Any = p, trace: Path = trace, packing: Any = packing) -> None:
+                packing.join()
+                if trace.is_file():  # else packing failed: the raw trace stays, uncached
+                    keep_cache(write_table_cache, p, trace)
+
+            in_background(write, "torchprof-tables")
 
 
 def raise_capture_error(error: BaseException) -> None:

@@ -259,8 +259,21 @@ def compress_in_background(src: Path, dest: Path, remove_source: bool = True) ->
     return thread
 
 
+def in_background(work: Any, name: str) -> threading.Thread:
+    """Run ``work()`` on a thread that `wait_for_compression` waits for too.
+
+    For what must follow a compression (the run's table cache is keyed on
+    the packed trace's size and time), so that whoever waits for the store's
+    files to be written waits for it as well.
+    """
+    thread = threading.Thread(target=work, name=name, daemon=False)
+    thread.start()
+    _pending_compressions.append(thread)
+    return thread
+
+
 def wait_for_compression(timeout: float | None = None) -> None:
-    """Block until background compressions have finished."""
+    """Block until background compressions (and the work queued after them) have finished."""
     while _pending_compressions:
         _pending_compressions.pop().join(timeout)
 
