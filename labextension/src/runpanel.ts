@@ -14,24 +14,14 @@ import { clear, definitionList, el } from './dom';
 import { fmtCount, fmtDate, fmtPct, fmtTime } from './format';
 import { torchprofIcon } from './icons';
 import {
-  ColumnSpec,
   Comparison,
   findingsOf,
-  HEADLINE_COLUMNS,
-  KERNEL_COLUMNS,
-  KERNEL_DIFF_COLUMNS,
-  MEMORY_COLUMNS,
-  OP_COLUMNS,
-  OP_DIFF_COLUMNS,
   RunInfo,
   runName,
   RunTables,
-  STEP_COLUMNS,
-  Summary,
-  Table,
-  visibleColumns
+  Summary
 } from './runs';
-import { SortableTable } from './table';
+import { section, tableSection } from './table';
 
 function errorText(err: unknown): string {
   if (err instanceof ApiError && err.status === 404) {
@@ -61,54 +51,6 @@ export function summaryPairs(summary: Summary): [string, string][] {
     pairs.push(['Rank', `${summary.rank ?? '?'} of ${summary.world_size}`]);
   }
   return pairs;
-}
-
-function section(title: string, className: string): HTMLElement {
-  const node = el('section', `jp-TorchProf-runSection ${className}`);
-  node.appendChild(el('h3', 'jp-TorchProf-runSectionTitle', title));
-  return node;
-}
-
-function tableSection(
-  title: string,
-  className: string,
-  specs: ColumnSpec[],
-  table: Table,
-  device: boolean,
-  what: string,
-  filterKey?: string
-): HTMLElement {
-  const node = section(title, className);
-  if (table.rows.length === 0) {
-    node.appendChild(el('p', 'jp-TorchProf-runMuted', `No ${what}.`));
-    return node;
-  }
-  if (table.total_rows > table.rows.length) {
-    node.appendChild(
-      el('p', 'jp-TorchProf-runMuted', `The top ${table.rows.length} of ${table.total_rows} ${what}.`)
-    );
-  }
-  const sortable = new SortableTable(visibleColumns(specs, table, device), table);
-  if (filterKey) {
-    // The inline view's filter: a substring, or a regex like ^aten::(mm|addmm)$.
-    const box = el('input', 'jp-TorchProf-runFilter jp-mod-styled');
-    box.type = 'search';
-    box.placeholder = `filter ${what}: substring or regex`;
-    box.setAttribute('aria-label', `Filter ${what}`);
-    const count = el('span', 'jp-TorchProf-runMuted jp-TorchProf-runFilterCount');
-    box.addEventListener('input', () => {
-      const shown = sortable.filter(filterKey, box.value);
-      count.textContent = box.value.trim() ? ` ${shown} of ${table.rows.length} match` : '';
-    });
-    const bar = el('div', 'jp-TorchProf-runFilterBar');
-    bar.appendChild(box);
-    bar.appendChild(count);
-    node.appendChild(bar);
-  }
-  const wrap = el('div', 'jp-TorchProf-tableWrap');
-  wrap.appendChild(sortable.node);
-  node.appendChild(wrap);
-  return node;
 }
 
 /** One run: summary, tables and timeline. */
@@ -235,18 +177,18 @@ export class RunView extends Widget {
       this.node.appendChild(details);
     }
 
-    this.node.appendChild(tableSection('Ops', 'jp-TorchProf-ops', OP_COLUMNS, data.ops, device, 'ops', 'name'));
+    this.node.appendChild(tableSection('Ops', 'jp-TorchProf-ops', data.ops, device, 'ops', 'name'));
     if (device || data.kernels.rows.length > 0) {
       this.node.appendChild(
-        tableSection('Kernels', 'jp-TorchProf-kernels', KERNEL_COLUMNS, data.kernels, true, 'kernels', 'name')
+        tableSection('Kernels', 'jp-TorchProf-kernels', data.kernels, true, 'kernels', 'name')
       );
     }
     this.node.appendChild(
-      tableSection('Steps', 'jp-TorchProf-steps', STEP_COLUMNS, data.steps, device, 'profiler steps')
+      tableSection('Steps', 'jp-TorchProf-steps', data.steps, device, 'profiler steps')
     );
     if (data.memory && data.memory.rows.length > 0) {
       this.node.appendChild(
-        tableSection('Memory', 'jp-TorchProf-runMemory', MEMORY_COLUMNS, data.memory, true, 'memory devices')
+        tableSection('Memory', 'jp-TorchProf-runMemory', data.memory, true, 'memory devices')
       );
     }
     const timeline = section('Timeline', 'jp-TorchProf-runTimelineSection');
@@ -350,14 +292,14 @@ export class DiffView extends Widget {
     }
     const device = !!(data.summary_a.device_traced || data.summary_b.device_traced);
     this.node.appendChild(
-      tableSection('Per step', 'jp-TorchProf-headline', HEADLINE_COLUMNS, data.headline, device, 'numbers')
+      tableSection('Per step', 'jp-TorchProf-headline', data.headline, device, 'numbers')
     );
     this.node.appendChild(
-      tableSection('Ops (per step)', 'jp-TorchProf-opDiff', OP_DIFF_COLUMNS, data.ops, device, 'ops')
+      tableSection('Ops (per step)', 'jp-TorchProf-opDiff', data.ops, device, 'ops')
     );
     if (data.kernels.rows.length > 0) {
       this.node.appendChild(
-        tableSection('Kernels (per step)', 'jp-TorchProf-kernelDiff', KERNEL_DIFF_COLUMNS, data.kernels, true, 'kernels')
+        tableSection('Kernels (per step)', 'jp-TorchProf-kernelDiff', data.kernels, true, 'kernels')
       );
     }
   }

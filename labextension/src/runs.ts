@@ -68,11 +68,13 @@ export interface RunList {
 /** A JSON cell of a table. */
 export type Cell = string | number | boolean | null;
 
-/** A DataFrame as the server sends it. */
+/** A DataFrame as the server sends it, with the catalog's specs of the columns it shows. */
 export interface Table {
   columns: string[];
   rows: Cell[][];
   total_rows: number;
+  /** The columns to show, in order (`jupyter_torchprof.columns`, sent by the server). */
+  specs?: ColumnSpec[];
 }
 
 /** Headline numbers of a profile (`Profile.summary`). */
@@ -110,19 +112,6 @@ export interface RunTables {
   /** Peak memory per device (`analysis.memory.memory_peaks`), empty without --memory. */
   memory?: Table;
 }
-
-export const MEMORY_COLUMNS: ColumnSpec[] = [
-  { key: 'device', label: 'Memory of', kind: 'text' },
-  {
-    key: 'peak_bytes',
-    label: 'Peak allocated',
-    kind: 'bytes',
-    help: 'CPU: counted from the start of profiling; a device: its allocator\'s total'
-  },
-  { key: 'allocated_bytes', label: 'Allocated', kind: 'bytes', help: 'sum of the allocations' },
-  { key: 'allocations', label: 'Allocations', kind: 'count' },
-  { key: 'frees', label: 'Frees', kind: 'count' }
-];
 
 /** One finding of a run's table, by column name. */
 export interface Finding {
@@ -298,38 +287,59 @@ export function sortRows(rows: Cell[][], index: number, dir: SortDir): Cell[][] 
     .map(p => p.row);
 }
 
-/** How a column's values are shown. */
+/**
+ * How a column's values are shown: the kinds of `jupyter_torchprof.columns`
+ * (`KINDS`), the one vocabulary every renderer uses.
+ */
 export type ColumnKind =
+  | 'name'
   | 'text'
+  | 'status'
+  | 'count'
+  | 'calls'
   | 'time'
   | 'delta'
   | 'pct'
-  | 'count'
   | 'bytes'
   | 'flops'
-  | 'ratio'
-  | 'number';
+  | 'number'
+  | 'ratio';
 
-/** A column a table may show, if the data has it. */
-export interface ColumnSpec {
-  key: string;
-  label: string;
-  kind: ColumnKind;
-  /** Hover text of the header. */
-  help?: string;
-  /** Column holding the full text shown on hover (e.g. a kernel's long name). */
-  titleFrom?: string;
-  /** Shown only when the profile traced a device. */
-  device?: boolean;
+/** Kinds whose values are text (left-aligned, A→Z on the first click). */
+const TEXT_KINDS: ReadonlySet<string> = new Set(['name', 'text', 'status']);
+
+/** Whether a kind's values are text rather than numbers. */
+export function isTextKind(kind: ColumnKind): boolean {
+  return TEXT_KINDS.has(kind);
 }
 
-/** Format one cell for display. */
-export function formatCell(kind: ColumnKind, value: Cell): string {
+/** A column as the server's catalog describes it (`Column.to_json`). */
+export interface ColumnSpec {
+  key: string;
+  title: string;
+  kind: ColumnKind;
+  /** Unit of the raw value (`µs`, `B`, `%`...). */
+  unit?: string;
+  /** Hover text of the header. */
+  tip?: string;
+  /** Width hint in pixels. */
+  width?: number;
+  /** Column holding the full text shown on hover (a kernel's long name). */
+  title_key?: string;
+  /** Shown only when the profile traced a device. */
+  device?: boolean;
+  /** For `status`: how each value reads (`only_a` → `gone`). */
+  labels?: Record<string, string>;
+}
+
+/** Format one cell for display (`labels`: a status column's readings). */
+export function formatCell(kind: ColumnKind, value: Cell, labels?: Record<string, string>): string {
   if (value === null || value === undefined) {
-    return kind === 'text' ? '' : '–';
+    return isTextKind(kind) ? '' : '–';
   }
   if (typeof value !== 'number') {
-    return String(value);
+    const text = String(value);
+    return kind === 'status' && labels && text in labels ? labels[text] : text;
   }
   switch (kind) {
     case 'time':
@@ -339,6 +349,7 @@ export function formatCell(kind: ColumnKind, value: Cell): string {
     case 'pct':
       return fmtPct(value);
     case 'count':
+    case 'calls':
       return fmtCount(value);
     case 'bytes':
       return fmtBytes(value);
@@ -355,93 +366,24 @@ export function formatCell(kind: ColumnKind, value: Cell): string {
 
 /** Whether a column sorts biggest-first on the first click. */
 export function defaultDir(kind: ColumnKind): SortDir {
-  return kind === 'text' ? 'asc' : 'desc';
+  return isTextKind(kind) ? 'asc' : 'desc';
 }
 
-export const OP_COLUMNS: ColumnSpec[] = [
-  { key: 'name', label: 'Name', kind: 'text' },
-  { key: 'calls', label: 'Calls', kind: 'count' },
-  { key: 'self_cpu_us', label: 'Self CPU', kind: 'time', help: 'CPU time minus children' },
-  { key: 'cpu_total_us', label: 'CPU total', kind: 'time' },
-  { key: 'self_cpu_pct', label: 'Self CPU %', kind: 'pct' },
-  {
-    key: 'self_device_us',
-    label: 'Self device',
-    kind: 'time',
-    device: true,
-    help: 'Device time of kernels launched directly by this op'
-  },
-  { key: 'device_total_us', label: 'Device total', kind: 'time', device: true },
-  { key: 'self_device_pct', label: 'Self device %', kind: 'pct', device: true },
-  { key: 'flops', label: 'FLOPs', kind: 'flops' },
-  { key: 'self_cpu_mem_bytes', label: 'Self CPU mem', kind: 'bytes' },
-  { key: 'self_device_mem_bytes', label: 'Self device mem', kind: 'bytes', device: true }
-];
-
-export const KERNEL_COLUMNS: ColumnSpec[] = [
-  { key: 'short_name', label: 'Kernel', kind: 'text', titleFrom: 'name' },
-  { key: 'kind', label: 'Kind', kind: 'text' },
-  { key: 'calls', label: 'Calls', kind: 'count' },
-  { key: 'total_us', label: 'Total', kind: 'time' },
-  { key: 'pct', label: '%', kind: 'pct' },
-  { key: 'mean_us', label: 'Mean', kind: 'time' },
-  { key: 'min_us', label: 'Min', kind: 'time' },
-  { key: 'max_us', label: 'Max', kind: 'time' },
-  { key: 'occupancy', label: 'Occupancy', kind: 'number' },
-  { key: 'bandwidth_gbps', label: 'GB/s', kind: 'number' }
-];
-
-export const STEP_COLUMNS: ColumnSpec[] = [
-  { key: 'step', label: 'Step', kind: 'count' },
-  { key: 'wall_us', label: 'Wall', kind: 'time' },
-  { key: 'cpu_busy_us', label: 'CPU busy', kind: 'time' },
-  { key: 'device_busy_us', label: 'Device busy', kind: 'time', device: true }
-];
-
-export const HEADLINE_COLUMNS: ColumnSpec[] = [
-  { key: 'metric', label: 'Per step', kind: 'text' },
-  { key: 'a_us', label: 'A', kind: 'time', help: 'mean per step' },
-  { key: 'a_min_us', label: 'A min', kind: 'time' },
-  { key: 'a_max_us', label: 'A max', kind: 'time' },
-  { key: 'b_us', label: 'B', kind: 'time', help: 'mean per step' },
-  { key: 'b_min_us', label: 'B min', kind: 'time' },
-  { key: 'b_max_us', label: 'B max', kind: 'time' },
-  { key: 'delta_us', label: 'B − A', kind: 'delta' },
-  { key: 'speedup', label: 'Speed-up (A / B)', kind: 'ratio' },
-  { key: 'speedup_low', label: '90% low', kind: 'ratio', help: 'bootstrap interval of the speed-up' },
-  { key: 'speedup_high', label: '90% high', kind: 'ratio', help: 'bootstrap interval of the speed-up' },
-  {
-    key: 'verdict',
-    label: 'Verdict',
-    kind: 'text',
-    help: 'faster/slower only when every step of one run beats every step of the other by 5% or more'
+/**
+ * The columns a table shows: the specs the server sent, those present in
+ * the data, device ones only when traced. A table sent without specs (an
+ * older server) shows its raw columns, numbers as numbers.
+ */
+export function tableColumns(table: Table, deviceTraced: boolean): ColumnSpec[] {
+  if (table.specs === undefined) {
+    return table.columns.map(key => ({
+      key,
+      title: key,
+      kind: table.rows.some(r => typeof r[table.columns.indexOf(key)] === 'number') ? 'number' : 'text'
+    }));
   }
-];
-
-export const OP_DIFF_COLUMNS: ColumnSpec[] = [
-  { key: 'name', label: 'Name', kind: 'text' },
-  { key: 'status', label: 'In', kind: 'text', help: 'both, only_a (gone) or only_b (new)' },
-  { key: 'calls_a', label: 'Calls A', kind: 'count' },
-  { key: 'calls_b', label: 'Calls B', kind: 'count' },
-  { key: 'self_cpu_us_a', label: 'Self CPU A', kind: 'time' },
-  { key: 'self_cpu_us_b', label: 'Self CPU B', kind: 'time' },
-  { key: 'self_cpu_us_delta', label: 'Δ self CPU', kind: 'delta' },
-  { key: 'self_device_us_a', label: 'Self device A', kind: 'time', device: true },
-  { key: 'self_device_us_b', label: 'Self device B', kind: 'time', device: true },
-  { key: 'self_device_us_delta', label: 'Δ self device', kind: 'delta', device: true },
-  { key: 'ratio', label: 'B / A', kind: 'ratio' }
-];
-
-export const KERNEL_DIFF_COLUMNS: ColumnSpec[] = [
-  { key: 'name', label: 'Kernel', kind: 'text' },
-  { key: 'status', label: 'In', kind: 'text' },
-  { key: 'calls_a', label: 'Calls A', kind: 'count' },
-  { key: 'calls_b', label: 'Calls B', kind: 'count' },
-  { key: 'total_us_a', label: 'Total A', kind: 'time' },
-  { key: 'total_us_b', label: 'Total B', kind: 'time' },
-  { key: 'total_us_delta', label: 'Δ total', kind: 'delta' },
-  { key: 'ratio', label: 'B / A', kind: 'ratio' }
-];
+  return visibleColumns(table.specs, table, deviceTraced);
+}
 
 /** The specs a table can show: present in the data, device columns only when traced. */
 export function visibleColumns(

@@ -9,10 +9,19 @@ import {
   ColumnSpec,
   defaultDir,
   formatCell,
+  isTextKind,
   SortDir,
   sortRows,
-  Table
+  Table,
+  tableColumns
 } from './runs';
+import { el } from './dom';
+
+/** The CSS classes of a column's cells: text kinds share `col-text` (left-aligned). */
+function kindClass(spec: ColumnSpec): string {
+  const own = `jp-TorchProf-col-${spec.kind}`;
+  return isTextKind(spec.kind) && spec.kind !== 'text' ? `jp-TorchProf-col-text ${own}` : own;
+}
 
 /** State of the sort, for tests and for restoring it. */
 export interface SortState {
@@ -20,7 +29,11 @@ export interface SortState {
   dir: SortDir;
 }
 
-/** A `<table>` whose headers sort it on click (and on Enter/Space). */
+/**
+ * A `<table>` whose headers sort it on click (and on Enter/Space). The
+ * columns are the catalog's specs as the server sent them: titles, tooltips
+ * and formats are never decided here.
+ */
 export class SortableTable {
   readonly node: HTMLTableElement;
   private readonly _specs: ColumnSpec[];
@@ -45,10 +58,10 @@ export class SortableTable {
       th.scope = 'col';
       th.tabIndex = 0;
       th.dataset.key = spec.key;
-      th.className = `jp-TorchProf-sortTh jp-TorchProf-col-${spec.kind}`;
+      th.className = `jp-TorchProf-sortTh ${kindClass(spec)}`;
       th.setAttribute('aria-sort', 'none');
-      th.textContent = spec.label;
-      th.title = spec.help ? `${spec.help} (click to sort)` : 'Click to sort';
+      th.textContent = spec.title;
+      th.title = spec.tip ? `${spec.tip} (click to sort)` : 'Click to sort';
       th.addEventListener('click', () => this.toggle(spec.key));
       th.addEventListener('keydown', ev => {
         if (ev.key === 'Enter' || ev.key === ' ') {
@@ -146,14 +159,66 @@ export class SortableTable {
       for (const spec of this._specs) {
         const td = tr.insertCell();
         const value = row[this._index.get(spec.key) as number];
-        td.className = `jp-TorchProf-col-${spec.kind}`;
-        td.textContent = formatCell(spec.kind, value);
-        if (spec.titleFrom !== undefined && this._index.has(spec.titleFrom)) {
-          td.title = String(row[this._index.get(spec.titleFrom) as number] ?? '');
-        } else if (spec.kind === 'text') {
+        td.className = kindClass(spec);
+        td.textContent = formatCell(spec.kind, value, spec.labels);
+        if (spec.title_key !== undefined && this._index.has(spec.title_key)) {
+          td.title = String(row[this._index.get(spec.title_key) as number] ?? '');
+        } else if (isTextKind(spec.kind)) {
           td.title = td.textContent;
         }
       }
     }
   }
+}
+
+/** A titled section of a run panel. */
+export function section(title: string, className: string): HTMLElement {
+  const node = el('section', `jp-TorchProf-runSection ${className}`);
+  node.appendChild(el('h3', 'jp-TorchProf-runSectionTitle', title));
+  return node;
+}
+
+/**
+ * A titled section holding one table of the server, with the columns the
+ * server sent beside its rows (`Table.specs`, from the Python catalog).
+ */
+export function tableSection(
+  title: string,
+  className: string,
+  table: Table,
+  device: boolean,
+  what: string,
+  filterKey?: string
+): HTMLElement {
+  const node = section(title, className);
+  if (table.rows.length === 0) {
+    node.appendChild(el('p', 'jp-TorchProf-runMuted', `No ${what}.`));
+    return node;
+  }
+  if (table.total_rows > table.rows.length) {
+    node.appendChild(
+      el('p', 'jp-TorchProf-runMuted', `The top ${table.rows.length} of ${table.total_rows} ${what}.`)
+    );
+  }
+  const sortable = new SortableTable(tableColumns(table, device), table);
+  if (filterKey) {
+    // The inline view's filter: a substring, or a regex like ^aten::(mm|addmm)$.
+    const box = el('input', 'jp-TorchProf-runFilter jp-mod-styled');
+    box.type = 'search';
+    box.placeholder = `filter ${what}: substring or regex`;
+    box.setAttribute('aria-label', `Filter ${what}`);
+    const count = el('span', 'jp-TorchProf-runMuted jp-TorchProf-runFilterCount');
+    box.addEventListener('input', () => {
+      const shown = sortable.filter(filterKey, box.value);
+      count.textContent = box.value.trim() ? ` ${shown} of ${table.rows.length} match` : '';
+    });
+    const bar = el('div', 'jp-TorchProf-runFilterBar');
+    bar.appendChild(box);
+    bar.appendChild(count);
+    node.appendChild(bar);
+  }
+  const wrap = el('div', 'jp-TorchProf-tableWrap');
+  wrap.appendChild(sortable.node);
+  node.appendChild(wrap);
+  return node;
 }

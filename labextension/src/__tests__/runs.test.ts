@@ -5,7 +5,7 @@ import {
   formatCell,
   newestFirst,
   notebookName,
-  OP_COLUMNS,
+  ColumnSpec,
   RunInfo,
   runBadges,
   runMeta,
@@ -13,6 +13,7 @@ import {
   shortRunName,
   sortRows,
   Table,
+  tableColumns,
   topOp,
   visibleColumns
 } from '../runs';
@@ -121,8 +122,16 @@ test('columns shown: present in the data, device ones only when traced', () => {
     rows: [],
     total_rows: 0
   };
-  expect(visibleColumns(OP_COLUMNS, table, false).map(c => c.key)).toEqual(['name', 'calls', 'self_cpu_us']);
-  expect(visibleColumns(OP_COLUMNS, table, true).map(c => c.key)).toEqual([
+  const specs: ColumnSpec[] = [
+    { key: 'name', title: 'Name', kind: 'name' },
+    { key: 'calls', title: 'Calls', kind: 'count' },
+    { key: 'self_cpu_us', title: 'Self CPU', kind: 'time' },
+    { key: 'self_device_us', title: 'Self device', kind: 'time', device: true },
+    { key: 'flops', title: 'FLOPs', kind: 'flops' }
+  ];
+  expect(visibleColumns(specs, table, false).map(c => c.key)).toEqual(['name', 'calls', 'self_cpu_us']);
+  expect(tableColumns({ ...table, specs }, false).map(c => c.key)).toEqual(['name', 'calls', 'self_cpu_us']);
+  expect(visibleColumns(specs, table, true).map(c => c.key)).toEqual([
     'name',
     'calls',
     'self_cpu_us',
@@ -137,6 +146,10 @@ test('formatCell', () => {
   expect(formatCell('text', null)).toBe('');
   expect(formatCell('time', null)).toBe('–');
   expect(formatCell('ratio', 2)).toBe('2.00×');
+  expect(formatCell('name', null)).toBe('');
+  expect(formatCell('calls', 2.5)).toBe('2.50');
+  expect(formatCell('status', 'only_a', { only_a: 'gone', only_b: 'new' })).toBe('gone');
+  expect(formatCell('status', 'both', { only_a: 'gone' })).toBe('both');
 });
 
 describe('badges before the name', () => {

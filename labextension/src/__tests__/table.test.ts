@@ -1,8 +1,16 @@
-import { OP_COLUMNS, Table, visibleColumns } from '../runs';
+import { ColumnSpec, Table, tableColumns } from '../runs';
 import { SortableTable } from '../table';
 
 const EVIL = '<img src=x onerror="window.__owned = 1">';
+// The specs as the server sends them beside the rows (jupyter_torchprof.columns.OPS).
+const specs: ColumnSpec[] = [
+  { key: 'name', title: 'Name', kind: 'name', unit: '', tip: '', width: 340, device: false },
+  { key: 'calls', title: 'Calls', kind: 'count', unit: '', tip: '', width: 70, device: false },
+  { key: 'self_cpu_us', title: 'Self CPU', kind: 'time', unit: 'µs', tip: 'time in the op itself', width: 90 },
+  { key: 'self_device_us', title: 'Self device', kind: 'time', unit: 'µs', device: true }
+];
 const table: Table = {
+  specs,
   columns: ['name', 'calls', 'self_cpu_us'],
   rows: [
     ['aten::mm', 4, 30.5],
@@ -14,7 +22,7 @@ const table: Table = {
 };
 
 function make(): SortableTable {
-  const t = new SortableTable(visibleColumns(OP_COLUMNS, table, false), table);
+  const t = new SortableTable(tableColumns(table, false), table);
   document.body.appendChild(t.node);
   return t;
 }
