@@ -398,6 +398,18 @@ MEMORY_PEAKS: tuple[Column, ...] = (
     Column("frees", "Frees", "count", 70),
 )  # fmt: skip
 
+#: The cross-rank table (`RankSet.table`); ``vs_median`` is shown with the work ratio beside it.
+RANKS: tuple[Column, ...] = (
+    Column("rank", "Rank", "count", 60),
+    Column("steps", "Steps", "count", 60),
+    Column("wall_per_step_us", "Wall/step", "time"),
+    Column("device_busy_per_step_us", "Device busy/step", "time"),
+    Column("device_busy_pct", "Busy %", "pct", tip="device busy as a share of the wall time"),
+    Column("comm_per_step_us", "Comm/step", "time", tip="collectives (NCCL, RCCL...) per step"),
+    Column("work_per_step_us", "Work/step", "time", tip="device busy minus communication"),
+    Column("vs_median", "vs median", "ratio", 160, "step time and work against the median rank"),
+)
+
 #: Per-step headline of a diff (`ProfileDiff.headline`), sides named A and B.
 HEADLINE: tuple[Column, ...] = (
     Column("metric", "Per step", "text", 160),

@@ -117,8 +117,25 @@ def test_static_html_shows_the_catalog_titles(gpu):
     ops, kernels = html_tables(page)
     text = text_headers(op_table_text(gpu.ops, True, 5))
     assert [h["text"] for h in ops["heads"]] == text  # the static view and the terminal agree
+    tips = {c.title: c.tip for c in columns.OPS}
+    assert [h["tip"] for h in ops["heads"]] == [tips[t] for t in text]
     assert set(text) <= set(titles_of(columns.OPS).values())
     assert [h["text"] for h in kernels["heads"]] == [titles_of(columns.KERNELS)[k] for k in HTML_KERNEL_KEYS]
+
+
+def test_rank_table_shows_the_catalog_titles(tmp_path):
+    from jupyter_torchprof.views.display import rankset_bundle
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for name in (GPU, "diff_pair/test.pt.trace.json.gz", "diff_pair/control.pt.trace.json.gz"):
+        src = real_trace(name)
+        (folder / f"{src.parent.name}_{src.name}").symlink_to(src)
+    bundle = rankset_bundle(load(str(folder)))
+    wanted = [c.title for c in columns.RANKS]
+    assert text_headers(bundle["text/plain"].split("\n", 1)[1]) == wanted
+    (table,) = html_tables(bundle["text/html"])
+    assert [h["text"] for h in table["heads"]] == wanted
 
 
 # --------------------------------------------------------------------- report

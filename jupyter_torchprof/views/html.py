@@ -37,10 +37,21 @@ _STYLE = """
 
 
 def table_html(
-    rows: Iterable[list[str]], headers: list[str], caption: str | None = None, titles: list[str] | None = None
+    rows: Iterable[list[str]],
+    headers: list[str],
+    caption: str | None = None,
+    titles: list[str] | None = None,
+    tips: list[str] | None = None,
 ) -> str:
-    """An HTML table from already formatted cells (escaped here)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    """An HTML table from already formatted cells (escaped here).
+
+    ``titles``: each row's tooltip on its first cell; ``tips``: each header's tooltip.
+    """
+    tips = tips or [""] * len(headers)
+    head = "".join(
+        f'<th title="{esc(tip)}">{esc(h)}</th>' if tip else f"<th>{esc(h)}</th>"
+        for h, tip in zip(headers, tips, strict=True)
+    )
     body = []
     for i, row in enumerate(rows):
         title = f' title="{esc(titles[i])}"' if titles else ""
@@ -64,8 +75,9 @@ def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20, steps: int 
     caption = f"Ops · {totals_label(steps)}" if steps is not None else "Ops"
     if len(shown) < len(table):
         caption += f" (top {len(shown)} of {len(table)})"
-    name = columns.pick(columns.OPS, ["name"])[0].title
-    return table_html(rows, [name] + [c.title for c in cols], caption, titles)
+    name = columns.pick(columns.OPS, ["name"])[0]
+    cols = [name, *cols]
+    return table_html(rows, [c.title for c in cols], caption, titles, [c.tip for c in cols])
 
 
 def kernels_html(table: pd.DataFrame, row_limit: int = 10, steps: int | None = None) -> str:
@@ -77,7 +89,7 @@ def kernels_html(table: pd.DataFrame, row_limit: int = 10, steps: int | None = N
     caption = f"Kernels · {totals_label(steps)}" if steps is not None else "Kernels"
     if len(shown) < len(table):
         caption += f" (top {len(shown)} of {len(table)})"
-    return table_html(rows, [c.title for c in cols], caption, titles)
+    return table_html(rows, [c.title for c in cols], caption, titles, [c.tip for c in cols])
 
 
 def profile_html(
