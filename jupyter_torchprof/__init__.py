@@ -22,7 +22,11 @@ __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_exte
 
 
 def load(
-    path: str, name: str | None = None, client: Any = None, workers: int | None = None
+    path: str,
+    name: str | None = None,
+    client: Any = None,
+    workers: int | None = None,
+    progress: bool = True,
 ) -> Profile | RankSet:
     """Open a saved Kineto trace (``.json``/``.json.gz``) or a folder of them.
 
@@ -31,11 +35,18 @@ def load(
     several traces, or the `Profile` of its only trace. The ranks of a
     folder are parsed in parallel: on ``client`` (a Dask distributed
     ``Client``) when given, else in ``workers`` processes here (default:
-    one per core).
+    one per core). A read that takes more than a second shows how far it
+    has got (bytes inflated and parsed) in the notebook, or on a terminal's
+    stderr; ``progress=False`` shows nothing.
     """
     from .results.load import load as _load
 
-    return _load(path, name=name, client=client, workers=workers)
+    if not progress:
+        return _load(path, name=name, client=client, workers=workers)
+    from .views.progress import showing_trace_progress
+
+    with showing_trace_progress():
+        return _load(path, name=name, client=client, workers=workers)
 
 
 def load_ipython_extension(ipython: Any) -> None:

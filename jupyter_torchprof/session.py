@@ -53,8 +53,11 @@ class RunSession:
         from .run_options import check_load
 
         check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
+        from .views.progress import showing_trace_progress
+
         try:
-            result = load(args.load, name=args.name)
+            with showing_trace_progress(enabled=not getattr(args, "quiet", False)):
+                result = load(args.load, name=args.name)
         except TorchProfError as exc:
             raise UsageError(str(exc)) from None
         self.keep_loaded(result, args)
@@ -229,7 +232,7 @@ class RunSession:
             if result.trace_path is not None:
                 progress.update("parsing", 0, 1)
                 profile = self._build_profile(
-                    result, target, options, code, args, started, run_dir, store, name, extra_info
+                    result, target, options, code, args, started, run_dir, store, name, extra_info, progress
                 )
             else:
                 # Nothing to keep: drop the folder so the sidebar does not list an empty run.
@@ -415,16 +418,19 @@ class RunSession:
         store: Any,
         name: str,
         extra_info: dict[str, Any] | None = None,
+        progress: Any = None,
     ) -> Any:
         from .capture.guards import pause_for_tests
         from .results.profile import CaptureInfo, Profile
         from .store import TRACE_NAME, compress_in_background
         from .trace.files import parse_trace
+        from .trace.progress import reporting
 
         pause_for_tests("parse")
         t0 = time.perf_counter()
         try:
-            data = parse_trace(result.trace_path)
+            with reporting(progress.update if progress is not None else None):
+                data = parse_trace(result.trace_path)
         except TorchProfError as exc:
             # One line (a full disk: "no space left on …"); the run is closed
             # as damaged by the caller, with this reason.

@@ -54,6 +54,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import categories as K
+from .progress import report
 from .reader import full_disk, gc_paused, read_trace_bytes
 from .schema import (
     DOCUMENT_DECODER,
@@ -914,8 +915,12 @@ def _parse_events(
     data: bytes, raw: msgspec.Raw, meta: TraceMeta, by_items: bool, defer_flows: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     builder = _Builder(meta, flows=not defer_flows)
+    done, total = 0, len(data)
     for chunk, items in _chunks(data, raw, by_items):
         builder.add(chunk, items)
+        done += len(chunk)
+        report("parsing", min(done, total - 1), total)
+    report("parsing", total, total)  # the chunks leave out the brackets and what surrounds the events
     events, memory, flows = builder.finish()
     if builder.flows_unread:
         if _flows_needed(events):

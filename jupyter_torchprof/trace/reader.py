@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from ..errors import TraceError, mount_point
+from .progress import report
 
 #: What `default_max_bytes` allows of the memory available when no limit is set.
 #: Parsing holds the JSON text plus its columns and a decoded chunk; about
@@ -195,11 +196,13 @@ def _inflate(fh: Any, path: Path, max_bytes: int) -> bytearray:
     """
     inflater = zlib.decompressobj(47)
     out = bytearray()
+    size = os.fstat(fh.fileno()).st_size
     try:
         while True:
             chunk = fh.read(_CHUNK)
             if not chunk:
                 break
+            report("inflating", fh.tell(), size)
             while chunk:
                 out += inflater.decompress(chunk, _CHUNK)
                 if len(out) > max_bytes:

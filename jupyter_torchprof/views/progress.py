@@ -18,7 +18,12 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from ..format import fmt_bytes
+from ..trace.progress import reporting
 
 _PHASE_LABEL = {
     "warm-up": "warming up",
@@ -26,7 +31,10 @@ _PHASE_LABEL = {
     "profiling": "profiling step",
     "exporting": "exporting trace",
     "parsing": "reading trace",
+    "inflating": "inflating trace",
 }
+#: Phases whose units are bytes (reported by `trace.progress`), shown as "x of y (z %)".
+_BYTE_PHASES = frozenset({"inflating", "parsing"})
 
 
 class Progress:
@@ -85,7 +93,10 @@ class Progress:
     def _text(self, phase: str, done: int, total: int) -> str:
         label = _PHASE_LABEL.get(phase, phase)
         elapsed = time.perf_counter() - self._start
-        count = f" {done + 1}/{total}" if total > 1 else ""
+        if phase in _BYTE_PHASES and total > 1:
+            count = f" {fmt_bytes(done)} of {fmt_bytes(total)} ({100 * done / total:.0f} %)"
+        else:
+            count = f" {done + 1}/{total}" if total > 1 else ""
         return f"torchprof: {label}{count} … ({elapsed:.1f} s)"
 
     def _show(self, phase: str, done: int, total: int) -> None:
@@ -173,3 +184,33 @@ def _columns() -> int:
     # A terminal that reports no size (a fresh pseudo-terminal says 0) is
     # taken for the usual 80 columns, not cut to nothing.
     return columns if columns >= 20 else 80
+
+
+@contextmanager
+def showing_trace_progress(enabled: bool = True) -> Iterator[None]:
+    """Show how far the traces read inside this block have got, when that takes a while.
+
+    In a Jupyter kernel one output is updated in place, then left saying how
+    long the read took; in a terminal a line on stderr is rewritten, then
+    cleared. A script whose stderr is not a terminal (a batch job's log)
+    shows nothing, and neither does a read quicker than the progress delay.
+    """
+    shell = None
+    if enabled and "IPython" in sys.modules:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    notebook = type(shell).__name__ == "ZMQInteractiveShell"
+    interactive = notebook or (
+        sys.stderr is not None and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    )
+    progress = Progress(enabled=enabled and interactive, notebook=notebook, delay_s=1.0)
+    started = time.perf_counter()
+    ok = False
+    try:
+        with reporting(progress.update if progress.enabled else None):
+            yield
+        ok = True
+    finally:
+        took = time.perf_counter() - started
+        progress.finish(f"torchprof: trace read in {took:.1f} s" if ok else None)
