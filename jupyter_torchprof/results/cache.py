@@ -252,7 +252,7 @@ def _read_regular(path: Path, limit: int) -> bytes:
 
 
 def _checked_array(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
-    """One member's array, after checking its header against the bytes it occupies."""
+    """One member's array, its header checked against the bytes that follow it (read once)."""
     with zf.open(info) as fh:
         version = np.lib.format.read_magic(fh)
         if version == (1, 0):
@@ -263,10 +263,15 @@ def _checked_array(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
             raise CacheProblem(f"array format {version} is not one NumPy writes for us")
         if dtype.hasobject:
             raise CacheProblem("holds Python objects (pickles are never loaded)")
-        if math.prod(shape) * dtype.itemsize > info.file_size:
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > info.file_size:
             raise CacheProblem(f"{info.filename} declares more data than it holds")
-    with zf.open(info) as fh:
-        return np.lib.format.read_array(fh, allow_pickle=False)
+        data = fh.read(nbytes + 1)
+    if len(data) != nbytes:
+        raise CacheProblem(f"{info.filename} holds {len(data)} bytes, not the {nbytes} it declares")
+    # A copy: the tables are the user's to change, and bytes are read-only.
+    flat = np.frombuffer(data, dtype=dtype).copy()
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 def _unpack(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
