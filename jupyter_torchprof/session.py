@@ -41,8 +41,8 @@ class RunSession:
     def __init__(self, shell: Any, settings: Any) -> None:
         self.shell = shell
         self.settings = settings
-        #: Run folder → the thread packing its trace (the table cache waits for it).
-        self._packing: dict[Path, Any] = {}
+        #: Run folder → (the thread packing its trace or None, the trace): the table cache waits for it.
+        self._packing: dict[Path, tuple[Any, Path]] = {}
 
     def _setting(self, value: Any, trait: str) -> Any:
         return getattr(self.settings, trait) if value is None else value
@@ -122,6 +122,10 @@ class RunSession:
             return
         for p in profiles:
             p.run_dir = run_dir
+        if isinstance(result, Profile) and kept[0].endswith(".gz"):
+            # A gzip is copied as it is (a raw .json is packed on a thread this
+            # does not see: the sidebar or load() will cache that one).
+            self._packing[run_dir] = (None, run_dir / kept[0])
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
 
@@ -468,7 +472,8 @@ class RunSession:
             run_dir=run_dir,
         )
         profile.meta.path = str(run_dir / TRACE_NAME)
-        self._packing[run_dir] = compress_in_background(result.trace_path, run_dir / TRACE_NAME)
+        packing = compress_in_background(result.trace_path, run_dir / TRACE_NAME)
+        self._packing[run_dir] = (packing, run_dir / TRACE_NAME)
         store.write_info(run_dir, {**run_info(profile, notebook_of(self.shell)), **(extra_info or {})})
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
@@ -520,7 +525,7 @@ class RunSession:
         self._keep_tables(result)
 
     def _keep_tables(self, result: Any) -> None:
-        """Keep the tables of each run just captured beside its trace (`results.cache`).
+        """Keep the tables of each run just captured (or loaded) beside its trace (`results.cache`).
 
         After the result was shown: its tables are computed by then (those
         that are not, are computed here, on this thread, so the writer only
@@ -530,19 +535,20 @@ class RunSession:
         """
         from .export import keep_cache, write_table_cache
         from .results.comparison import Comparison
-        from .store import TRACE_NAME, in_background
+        from .store import in_background
 
         profiles = [result.eager, result.compiled] if isinstance(result, Comparison) else [result]
         for p in profiles:
             run_dir = getattr(p, "run_dir", None)
-            packing = self._packing.pop(run_dir, None) if run_dir is not None else None
-            if packing is None:
-                continue  # a loaded trace, or one kept before: the server or load() writes its cache
+            entry = self._packing.pop(run_dir, None) if run_dir is not None else None
+            if entry is None:
+                continue  # kept before, or not kept: the server or load() writes its cache
             p.ops, p.kernels, p.steps, p.findings, p.summary, p.notes, p.memory_events  # noqa: B018
-            trace = p.run_dir / TRACE_NAME
+            packing, trace = entry
 
             def write(p: Any = p, trace: Path = trace, packing: Any = packing) -> None:
-                packing.join()
+                if packing is not None:
+                    packing.join()
                 if trace.is_file():  # else packing failed: the raw trace stays, uncached
                     keep_cache(write_table_cache, p, trace)
 

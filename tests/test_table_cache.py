@@ -282,6 +282,25 @@ def test_capture_keeps_the_tables_of_the_run(captured_run, monkeypatch):
     assert ops["aten::addmm"] == dict(zip(fresh.ops["name"], fresh.ops["calls"], strict=True))["aten::addmm"]
 
 
+def test_a_loaded_trace_kept_in_the_store_gets_its_cache(shell, tmp_path, monkeypatch):
+    src = real_trace("mi250_rocm_train.pt.trace.json.gz")
+    res = shell.run_cell(f"%torchprof --load {src} -q --name rocm")
+    assert res.error_in_exec is None, res.error_in_exec
+    wait_for_compression()
+    store = RunStore(tmp_path / "runs")
+    (run_id,) = store.ids()
+    folder = store.run_dir(run_id)
+    (trace,) = store.locate_traces(run_id)
+    assert cache.tables_path(trace).is_file()
+    fresh = Profile.from_file(trace)
+    with monkeypatch.context() as mp:
+        no_parse(mp)
+        again = load(folder)
+        assert isinstance(again, cache.CachedProfile) and again.name == "rocm"
+        for name in TABLES:
+            pd.testing.assert_frame_equal(getattr(again, name), getattr(fresh, name))
+
+
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 
