@@ -1,0 +1,181 @@
+"""The native column builder: a C scanner (``scan.c``) loaded with ctypes.
+
+Nothing here runs at import time: the library is found, or compiled, the
+first time a trace is parsed (`library`). Where it comes from, first match
+wins:
+
+1. ``_scan-<tag>.so`` next to ``scan.c``: what the wheel's build hook
+   (``hatch_build.py``) compiles into an installed package;
+2. the same file in a cache folder (``$TORCHPROF_NATIVE_CACHE``, else
+   ``$XDG_CACHE_HOME/jupyter_torchprof/native``, else ``~/.cache/...``),
+   compiled there on first use with the C compiler (``$CC``, ``cc`` or
+   ``gcc``) and moved into place with an atomic rename, so concurrent
+   processes never load a half-written file. This is how a source checkout
+   (tests run from it) gets the library without an install step.
+
+``<tag>`` is a hash of the source, the compiler flags and the platform, so a
+changed ``scan.c`` is never served by a stale library. Without a compiler,
+or with ``TORCHPROF_NATIVE=0``, `library` returns None and the parser takes
+its pure-Python path, which gives the same results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SOURCE = Path(__file__).with_name("scan.c")
+#: Flags the library is compiled with (part of its tag).
+CFLAGS = ("-O2", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
+#: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
+ABI = 60 * 1000 + 8 * 100 + 5
+#: Whether the native path runs when ``TORCHPROF_NATIVE`` is not set.
+DEFAULT_ON = True
+
+_state: dict[str, Any] = {}
+
+
+def wanted() -> bool:
+    """Whether the native path is asked for (``TORCHPROF_NATIVE``: ``0`` off, ``1`` on)."""
+    value = os.environ.get("TORCHPROF_NATIVE", "").strip()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    return DEFAULT_ON
+
+
+def tag() -> str:
+    """Hash of what the library is built from (source, flags, platform)."""
+    import hashlib
+    import platform
+
+    h = hashlib.sha256(SOURCE.read_bytes())
+    h.update(" ".join(CFLAGS).encode())
+    h.update(f"{sys.platform}-{platform.machine()}".encode())
+    return h.hexdigest()[:16]
+
+
+def library_name(tag_: str | None = None) -> str:
+    """File name of the compiled library for this source."""
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    return f"_scan-{tag_ or tag()}{suffix}"
+
+
+def compiler() -> str | None:
+    """The C compiler to use, or None when there is none."""
+    import shutil
+
+    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def build(dest_dir: Path, tag_: str | None = None) -> Path | None:
+    """Compile ``scan.c`` into ``dest_dir`` (atomically); the library's path, or None."""
+    import subprocess
+    import tempfile
+
+    cc = compiler()
+    if cc is None or sys.platform == "win32":
+        return None
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    final = dest_dir / library_name(tag_)
+    fd, tmp = tempfile.mkstemp(prefix=".scan-", suffix=".so", dir=dest_dir)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [cc, *CFLAGS, "-o", tmp, str(SOURCE)], capture_output=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            return None
+        os.replace(tmp, final)
+        return final
+    except (OSError, subprocess.SubprocessError):
+        return None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def cache_dir() -> Path:
+    """Where libraries compiled on first use are kept."""
+    env = os.environ.get("TORCHPROF_NATIVE_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jupyter_torchprof" / "native"
+
+
+def _candidates(tag_: str) -> list[Path]:
+    name = library_name(tag_)
+    return [SOURCE.with_name(name), cache_dir() / name]
+
+
+def _open(path: Path) -> Any:
+    import ctypes
+
+    lib = ctypes.CDLL(str(path))
+    lib.tp_abi.restype = ctypes.c_int
+    if lib.tp_abi() != ABI:
+        return None
+    lib.tp_scan.restype = ctypes.c_int
+    lib.tp_scan.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    return lib
+
+
+def library() -> Any:
+    """The loaded scanner (a ``ctypes.CDLL``), or None when native parsing is off or unavailable.
+
+    Built and loaded at most once per process; a failed build is not retried.
+    """
+    if not wanted():
+        return None
+    if "lib" in _state:
+        return _state["lib"]
+    lib = None
+    try:
+        t = tag()
+        for path in _candidates(t):
+            if path.exists():
+                lib = _open(path)
+                if lib is not None:
+                    break
+        if lib is None:
+            import tempfile
+
+            for dest in (
+                cache_dir(),
+                Path(tempfile.gettempdir()) / f"jupyter_torchprof-{getattr(os, 'getuid', lambda: 0)()}",
+            ):
+                try:
+                    built = build(dest, t)
+                except OSError:
+                    built = None
+                if built is not None:
+                    lib = _open(built)
+                    break
+    except OSError:
+        lib = None
+    _state["lib"] = lib
+    return lib
+
+
+def digester(parser: Any) -> Any:
+    """A fresh `digest.Digester` (its own buffers) for ``parser`` (the module), or None for pure Python."""
+    lib = library()
+    if lib is None:
+        return None
+    from .digest import Digester
+
+    return Digester(lib, parser)
