@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TraceError
 
@@ -126,11 +126,39 @@ def parse_with_device(path: str | Path) -> TraceData:
     of a backend with no device events at all, each add one line to
     ``meta.warnings`` (shown with the profile) instead of silent zeros.
     """
-    from . import neuron, xplane
+    from . import neuron
+    from .parser import STREAM_JSON_BYTES, estimated_json_bytes, parse_streaming
+
+    p = Path(path)
+    if estimated_json_bytes(p) > STREAM_JSON_BYTES and not xplane_files(p.parent):
+        # No device file to splice in, and too big to hold: parsed as it inflates.
+        td, extra, found, notes = parse_streaming(p), [], [], []
+    else:
+        td, extra, found, notes = _parse_with_xplanes(p)
+    marked = neuron.mark_device_work(td.events)
+    nfiles = neuron.neuron_files(p.parent)
+    found.extend(f.name for f in nfiles)
+    problem = neuron.check_folder(p.parent, nfiles)
+    if problem:
+        notes.append(problem)
+    if not marked and not extra:
+        notes.extend(_launches_without_device_work(td))
+    if found:
+        td.meta.top_level["device_files"] = ", ".join(sorted(set(found)))
+    td.meta.warnings.extend(notes)
+    return td
+
+
+def _parse_with_xplanes(p: Path) -> tuple[TraceData, list[Any], list[str], list[str]]:
+    """The trace read whole, with the XPlane device events written beside it spliced in.
+
+    Returns the parsed trace, the XPlane events kept, the device files found
+    and the notes to show.
+    """
+    from . import xplane
     from .parser import parse_bytes
     from .reader import read_trace_bytes
 
-    p = Path(path)
     data = read_trace_bytes(p)
     notes: list[str] = []
     found: list[str] = []
@@ -172,18 +200,7 @@ def parse_with_device(path: str | Path) -> TraceData:
             )
     if extra and props and not td.meta.device_properties:
         td.meta.device_properties = [props.get(i, {"id": i}) for i in range(max(props) + 1)]
-    marked = neuron.mark_device_work(td.events)
-    nfiles = neuron.neuron_files(p.parent)
-    found.extend(f.name for f in nfiles)
-    problem = neuron.check_folder(p.parent, nfiles)
-    if problem:
-        notes.append(problem)
-    if not marked and not extra:
-        notes.extend(_launches_without_device_work(td))
-    if found:
-        td.meta.top_level["device_files"] = ", ".join(sorted(set(found)))
-    td.meta.warnings.extend(notes)
-    return td
+    return td, extra, found, notes
 
 
 def _drop_before_host(td: TraceData) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+import stat
 import sys
 import warnings
 import zlib
@@ -54,9 +55,8 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import categories as K
-from . import native as _native
 from .progress import report
-from .reader import full_disk, gc_paused, read_trace_bytes
+from .reader import full_disk, gc_paused, iter_trace_bytes, read_trace_bytes
 from .schema import (
     DOCUMENT_DECODER,
     EVENTS_DECODER,
@@ -263,32 +263,16 @@ def _ids_at(objs: Sequence[Any], attr: str) -> np.ndarray:
     try:
         return np.fromiter(map(attrgetter(attr), objs), np.int64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
-        return _ids(list(map(attrgetter(attr), objs)))
-
-
-def _ids(values: list[Any]) -> np.ndarray:
-    """`_ids_at` of values already taken out of their objects (also used by the native path)."""
-    try:
-        return np.fromiter(values, np.int64, count=len(values))
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = _ints(values)
-    for i, v in enumerate(values):
-        if isinstance(v, str):
-            if out[i] == -1:
-                # Strings that are not numbers (lane names) get stable negative ids.
-                out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
-        elif v is not None and type(v) not in (int, float):
-            out[i] = BAD_ID
-    return out
-
-
-def _ints_of(values: list[Any]) -> np.ndarray:
-    """`_ints_at` of values already taken out of their objects (used by the native path)."""
-    try:
-        return np.fromiter(values, np.int64, count=len(values))
-    except (TypeError, ValueError, OverflowError):
-        return _ints(values)
+        values = list(map(attrgetter(attr), objs))
+        out = _ints(values)
+        for i, v in enumerate(values):
+            if isinstance(v, str):
+                if out[i] == -1:
+                    # Strings that are not numbers (lane names) get stable negative ids.
+                    out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
+            elif v is not None and type(v) not in (int, float):
+                out[i] = BAD_ID
+        return out
 
 
 def _any_of(objs: Sequence[Any], *attrs: str, raw: bool = False) -> bool:
@@ -432,8 +416,6 @@ class _Builder:
         self.not_events = 0
         self.utf8_replaced = 0
         self.nonfinite = 0
-        # The C column builder (None: pure Python; see `native`).
-        self.native = _native.digester(sys.modules[__name__]) if events else None
 
     # -- decoding ---------------------------------------------------------- #
 
@@ -442,11 +424,7 @@ class _Builder:
 
         ``items`` are the chunk's raw items when known; without them a chunk
         that is not valid JSON means its boundaries were guessed wrong.
-        A chunk the native builder reads is digested there; any chunk it
-        refuses (anything it does not fully understand) goes the Python way.
         """
-        if self.native is not None and self.native.digest(self, chunk):
-            return
         events, loose = self._decode(chunk, items)
         self._digest(events, loose)
 
@@ -883,13 +861,18 @@ def parse_bytes(
             _read_document(doc, meta)
             events, memory, flows = _parse_events(data, doc.traceEvents, meta, True, defer_flows)
         del doc
+    _warn_skipped(meta)
+    return TraceData(events=events, memory=memory, flows=flows, meta=meta)
+
+
+def _warn_skipped(meta: TraceMeta) -> None:
+    """Count the skipped items in ``meta`` and warn once per line of ``meta.warnings``."""
     if meta.skipped_reasons:
         meta.skipped = sum(meta.skipped_reasons.values())
         why = ", ".join(f"{n} {reason}" for reason, n in meta.skipped_reasons.items())
         meta.warnings.append(f"{meta.path or 'trace'}: skipped {meta.skipped} malformed item(s): {why}")
     for msg in meta.warnings:
-        warnings.warn(msg, stacklevel=2)
-    return TraceData(events=events, memory=memory, flows=flows, meta=meta)
+        warnings.warn(msg, stacklevel=3)
 
 
 def parse_document(doc: Any, path: str | Path | None = None) -> TraceData:
@@ -978,6 +961,12 @@ def read_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
 
     For profiles parsed with their flows deferred (``meta.flows_unread``).
     """
+    if estimated_json_bytes(path) > STREAM_JSON_BYTES:
+        try:
+            with gc_paused(), _bounded(path):
+                return _streamed_flows(path, t0_us)
+        except (_NotStreamable, _MisSplit):
+            pass
     meta = TraceMeta(path=str(path))
     with gc_paused(), _bounded(path):
         doc, data = _decode_document(read_trace_bytes(path), path, meta)
@@ -1307,3 +1296,111 @@ def empty_events() -> pd.DataFrame:
         cols[name] = _missing_text(0) if dtype == "category" else np.array([], dtype=dtype)
     cols["kind"] = pd.Categorical([], categories=list(K.KINDS))
     return pd.DataFrame(cols)
+
+
+# --------------------------------------------------------------------------- #
+# traces too big to hold: parsed as they inflate
+
+#: JSON above this size (estimated from the file: `estimated_json_bytes`) is
+#: parsed as it is read, never whole in memory.
+STREAM_JSON_BYTES = 128 << 20
+#: How much a gzip'd Kineto trace inflates, about (10-15x is usual); only decides when to stream.
+GZIP_RATIO = 12
+#: Bytes kept back from the chunks while streaming: the end of the events
+#: array and the keys after it are found in the last of these (`_TAIL_WINDOWS`).
+STREAM_TAIL_BYTES = _TAIL_WINDOWS[-1] + (1 << 20)
+
+
+class _NotStreamable(Exception):
+    """The file does not look like a Kineto trace whose events can be cut while reading."""
+
+
+def estimated_json_bytes(path: str | Path) -> int:
+    """About how many bytes of JSON a trace file holds (its size, times `GZIP_RATIO` when gzip'd)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return 0  # a pipe or a device: opening it could block; the reader refuses it
+        with open(p, "rb") as fh:
+            gzipped = fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return 0
+    return st.st_size * (GZIP_RATIO if gzipped else 1)
+
+
+def parse_streaming(path: str | Path) -> TraceData:
+    """`parse_bytes` of a trace file, read and parsed piece by piece.
+
+    Memory holds one piece of the JSON and the columns built so far, not the
+    whole text: a trace of gigabytes costs its columns, not its bytes. The
+    events array is cut into chunks as it arrives; the last few megabytes
+    (where the array ends and the document's last keys are) are parsed as a
+    small document of their own, with the head of the file. Flow events are
+    deferred, as for any file (`read_flows`). A file this cannot cut (no
+    ``traceEvents`` key at the top, a cut inside an event) is parsed the
+    whole way instead, with the same result.
+    """
+    meta = TraceMeta(path=str(path))
+    try:
+        with gc_paused(), _bounded(path):
+            builder = _Builder(meta, flows=False)
+            _stream_into(builder, path, meta)
+            events, memory, flows = builder.finish()
+            if builder.flows_unread:
+                if _flows_needed(events):
+                    flows = _streamed_flows(path, meta.t0_us)
+                else:
+                    meta.flows_unread = builder.flows_unread
+    except (_NotStreamable, _MisSplit):
+        return parse_bytes(read_trace_bytes(path), path)
+    _warn_skipped(meta)
+    return TraceData(events=events, memory=memory, flows=flows, meta=meta)
+
+
+def _streamed_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
+    """`read_flows` of a big file, streamed."""
+    builder = _Builder(TraceMeta(t0_us=t0_us), events=False)
+    _stream_into(builder, path, TraceMeta(path=str(path)))
+    return builder._flow_frame()
+
+
+def _stream_into(builder: _Builder, path: str | Path, meta: TraceMeta) -> None:
+    """Feed the events of the file at ``path`` to ``builder`` as it is read; read its top level into ``meta``."""
+    prefix: bytes | None = None
+    buf = bytearray()
+    for piece in iter_trace_bytes(path, phase="parsing"):
+        buf += piece
+        if prefix is None:
+            m = _EVENTS_KEY.search(buf, 0, 1 << 20)
+            if m is None:
+                if len(buf) >= 1 << 20:
+                    raise _NotStreamable
+                continue
+            prefix = bytes(buf[: m.end()])
+            del buf[: m.end()]
+        _add_ready_chunks(builder, buf)
+    if prefix is None:
+        raise _NotStreamable
+    # The head and what is left (the last events, the array's end, the
+    # keys after it) make a small document of the same shape.
+    tail = prefix + bytes(buf)
+    del buf
+    doc, tail = _decode_document(tail, path, meta)
+    _read_document(doc, meta)
+    for chunk, items in _chunks(tail, doc.traceEvents, False):
+        builder.add(chunk, items)
+
+
+def _add_ready_chunks(builder: _Builder, buf: bytearray) -> None:
+    """Parse the chunks of ``buf`` (events after the array's ``[``) that the tail does not need; drop them."""
+    while len(buf) > STREAM_TAIL_BYTES + 2 * CHUNK_BYTES:
+        m = _BETWEEN_EVENTS.search(buf, CHUNK_BYTES, len(buf) - STREAM_TAIL_BYTES)
+        if m is None:
+            return  # one event longer than a chunk: wait for more
+        b = buf.index(b",", m.start(), m.end())
+        view = memoryview(buf)
+        chunk = b"".join((b"[", view[:b], b"]"))
+        view.release()
+        builder.add(chunk, None)
+        del buf[: b + 1]

@@ -126,33 +126,12 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
     block or never end).
     """
     p = Path(path)
-    limit = default_max_bytes() if max_bytes is None else max_bytes
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise TraceError(p, full_disk(p, "the trace was not written") or "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it") from None
-    except OSError as exc:
-        raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None
-    try:
-        with open(fd, "rb", closefd=True) as fh:
-            st = os.fstat(fh.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it")
-            if not stat.S_ISREG(st.st_mode):
-                raise TraceError(p, "is not a regular file (a pipe or a device); refusing to read it")
-            head = fh.read(3)
-            if head[:2] == _GZIP_MAGIC:
-                fh.seek(0)
-                data = _inflate(fh, p, limit)
+        with _opened(p) as (fh, gzipped, size):
+            if gzipped:
+                data = _inflate(fh, p, _limit(max_bytes))
             else:
-                if st.st_size > limit:
-                    raise TraceError(
-                        p, f"file is {_gb(st.st_size)}, over the {_gb(limit)} limit{_HOW_TO_RAISE}"
-                    )
-                if head != _BOM:
-                    fh.seek(0)
+                _check_size(p, size, _limit(max_bytes))
                 data = fh.read()
     except OSError as exc:
         raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None
@@ -161,6 +140,88 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
     if _NOT_BLANK.search(data) is None:
         raise TraceError(p, full_disk(p, "the trace is empty") or "file is empty")
     return data
+
+
+def iter_trace_bytes(
+    path: str | Path, max_bytes: int | None = None, phase: str = "inflating"
+) -> Iterator[bytes]:
+    """The JSON bytes of a trace file in pieces of up to `_CHUNK` bytes, never all at once.
+
+    The same checks as `read_trace_bytes` (regular file, size limit, gzip
+    errors, a dropped byte order mark, an empty file), raised when the piece
+    that shows them is reached. Progress goes to `trace.progress` under
+    ``phase``, as bytes of the file read.
+    """
+    p = Path(path)
+    limit = _limit(max_bytes)
+    seen = False
+    try:
+        with _opened(p) as (fh, gzipped, size):
+            if gzipped:
+                pieces = _without_bom(_inflated_pieces(fh, p, limit, size, phase))
+            else:
+                pieces = _plain_pieces(fh, p, limit, size, phase)
+            for piece in pieces:
+                seen = seen or _NOT_BLANK.search(piece) is not None
+                yield piece
+    except OSError as exc:
+        raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None
+    if not seen:
+        raise TraceError(p, full_disk(p, "the trace is empty") or "file is empty")
+
+
+def _without_bom(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """``pieces`` with a byte order mark at the very start dropped (however the first bytes are cut)."""
+    head: bytes | None = b""
+    for piece in pieces:
+        if head is not None:
+            head += piece
+            if len(head) < 3:
+                continue
+            piece, head = (head[3:] if head[:3] == _BOM else head), None
+        yield piece
+    if head:
+        yield head
+
+
+def _limit(max_bytes: int | None) -> int:
+    return default_max_bytes() if max_bytes is None else max_bytes
+
+
+def _check_size(path: Path, size: int, limit: int) -> None:
+    if size > limit:
+        raise TraceError(path, f"file is {_gb(size)}, over the {_gb(limit)} limit{_HOW_TO_RAISE}")
+
+
+@contextmanager
+def _opened(p: Path) -> Iterator[tuple[Any, bool, int]]:
+    """``(file, gzipped, size)`` of a regular trace file, positioned after a byte order mark."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise TraceError(p, full_disk(p, "the trace was not written") or "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it") from None
+    except OSError as exc:
+        raise TraceError(p, f"cannot be read ({exc.strerror or exc})") from None
+    with open(fd, "rb", closefd=True) as fh:
+        st = os.fstat(fh.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise TraceError(p, "is a folder; jupyter_torchprof.load() opens the traces inside it")
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(p, "is not a regular file (a pipe or a device); refusing to read it")
+        head = fh.read(3)
+        gzipped = head[:2] == _GZIP_MAGIC
+        if gzipped or head != _BOM:
+            fh.seek(0)
+        yield fh, gzipped, st.st_size
+
+
+def _plain_pieces(fh: Any, path: Path, limit: int, size: int, phase: str) -> Iterator[bytes]:
+    _check_size(path, size, limit)
+    while piece := fh.read(_CHUNK):
+        report(phase, fh.tell(), size)
+        yield piece
 
 
 #: Free space below which a missing, empty or cut-short trace is blamed on a full disk.
@@ -188,35 +249,49 @@ _HOW_TO_RAISE = " (set TORCHPROF_MAX_TRACE_BYTES to raise it)"
 def _inflate(fh: Any, path: Path, max_bytes: int) -> bytearray:
     """The inflated content of a gzip file, never more than ``max_bytes`` of it.
 
-    zlib with wbits=47 reads gzip (and zlib) headers. Each call inflates at
-    most `_CHUNK` bytes into a growing bytearray (grown in place: large
-    buffers are remapped, not copied), so the peak stays near the content's
-    size plus one piece, and a bomb stops one piece past the limit. Reading
-    in pieces also tells a truncated file from a corrupt one.
+    The pieces of `_inflated_pieces` go into one growing bytearray (grown in
+    place: large buffers are remapped, not copied), so the peak stays near
+    the content's size plus one piece.
+    """
+    out = bytearray()
+    for piece in _inflated_pieces(fh, path, max_bytes, os.fstat(fh.fileno()).st_size, "inflating"):
+        out += piece
+    if out[:3] == _BOM:
+        del out[:3]
+    return out
+
+
+def _inflated_pieces(fh: Any, path: Path, max_bytes: int, size: int, phase: str) -> Iterator[bytes]:
+    """A gzip file inflated in pieces of at most `_CHUNK` bytes, never more than ``max_bytes`` in all.
+
+    zlib with wbits=47 reads gzip (and zlib) headers. A bomb stops one piece
+    past the limit, and reading in pieces also tells a truncated file from a
+    corrupt one. A byte order mark is left for the caller to drop.
     """
     inflater = zlib.decompressobj(47)
-    out = bytearray()
-    size = os.fstat(fh.fileno()).st_size
+    total = 0
     try:
         while True:
             chunk = fh.read(_CHUNK)
             if not chunk:
                 break
-            report("inflating", fh.tell(), size)
+            report(phase, fh.tell(), size)
             while chunk:
-                out += inflater.decompress(chunk, _CHUNK)
-                if len(out) > max_bytes:
+                piece = inflater.decompress(chunk, _CHUNK)
+                total += len(piece)
+                if total > max_bytes:
                     raise TraceError(
                         path,
                         f"inflates to more than {_gb(max_bytes)}, the limit for this machine"
                         f"{_HOW_TO_RAISE}; refusing to read it",
                     )
+                yield piece
                 chunk = inflater.unconsumed_tail
                 # A gzip file may hold several members back to back.
                 if inflater.eof and inflater.unused_data:
                     chunk = inflater.unused_data
                     inflater = zlib.decompressobj(47)
-        out += inflater.flush()
+        yield inflater.flush()
     except zlib.error as exc:
         raise TraceError(path, f"corrupt gzip data ({exc})") from None
     if not inflater.eof:
@@ -224,9 +299,6 @@ def _inflate(fh: Any, path: Path, max_bytes: int) -> bytearray:
             path,
             full_disk(path, "the trace was cut short") or "gzip stream is truncated (the file was cut short)",
         )
-    if out[:3] == _BOM:
-        del out[:3]
-    return out
 
 
 def decode_json(data: bytes | bytearray, path: str | Path | None = None) -> Any:
