@@ -234,6 +234,26 @@ def test_an_array_claiming_more_than_it_holds_is_refused(tmp_path):
         assert cache.read_tables(folder / TRACE_NAME) is None
 
 
+def test_a_column_type_the_arrays_do_not_have_is_refused(tmp_path):
+    """A hostile dtype (here 1 GB per row) is never allocated: the arrays must already have it."""
+    folder, path = cached_folder(tmp_path)
+
+    def widen(meta):
+        meta["tables"]["ops"]["columns"][-1]["dtype"] = "V1000000000"
+
+    rewrite_meta(path, widen)
+    falls_back(folder, "encoded as")
+
+
+def test_deeply_nested_metadata_falls_back(tmp_path):
+    folder, path = cached_folder(tmp_path)
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["__meta__"] = np.array("[" * 100_000 + "]" * 100_000)
+    np.savez(path, **arrays)
+    falls_back(folder, path.name)
+
+
 def test_member_names_are_never_paths(tmp_path):
     """A member named like a path outside the folder is just a name: nothing is read or written there."""
     folder, path = cached_folder(tmp_path)

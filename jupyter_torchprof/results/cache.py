@@ -178,17 +178,26 @@ def _encode_column(series: pd.Series) -> tuple[str, list[np.ndarray]]:
 
 
 def _decode_column(codec: str, dtype: str, arrays: list[np.ndarray], rows: int) -> pd.Series:
-    if any(len(a) != rows for a in arrays):
+    """One column back from its arrays; the arrays must be what `_encode_column` writes for ``codec``.
+
+    Nothing is converted to a type the file names (a hostile ``dtype`` could
+    ask for gigabytes per row): the file's arrays must already have it.
+    """
+    if any(a.ndim != 1 or len(a) != rows for a in arrays):
         raise CacheProblem("a column's length does not match its table")
-    if codec == "num":
-        return pd.Series(arrays[0].astype(np.dtype(dtype), copy=False))
-    if codec == "str":
+    kinds = "".join(a.dtype.kind for a in arrays)
+    if codec == "num" and kinds in ("b", "i", "u", "f") and str(arrays[0].dtype) == dtype:
+        return pd.Series(arrays[0])
+    if codec == "str" and kinds == "Ub":
+        target = pd.api.types.pandas_dtype(dtype)
+        if not isinstance(target, pd.StringDtype):
+            raise CacheProblem(f"a string column of type {dtype!r}")
         values = arrays[0].astype(object)
-        values[arrays[1].astype(bool)] = None
-        return pd.Series(values, dtype=pd.api.types.pandas_dtype(dtype))
-    if codec == "json":
+        values[arrays[1]] = None
+        return pd.Series(values, dtype=target)
+    if codec == "json" and kinds == "U":
         return pd.Series([_loads(str(v)) for v in arrays[0]], dtype=object)
-    raise CacheProblem(f"unknown column codec {codec!r}")
+    raise CacheProblem(f"a column encoded as {codec!r} with arrays of kinds {kinds!r}")
 
 
 def _encode_frame(name: str, frame: pd.DataFrame, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -318,7 +327,16 @@ def _open_cache(path: Path, kind: str, trace: Path) -> tuple[dict[str, Any], dic
         _current(meta, kind, trace)
     except FileNotFoundError:
         return None
-    except (CacheProblem, OSError, ValueError, KeyError, TypeError, EOFError, zlib.error) as exc:
+    except (
+        CacheProblem,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        EOFError,
+        RecursionError,
+        zlib.error,
+    ) as exc:
         _warn(path, exc)
         return None
     return meta, arrays
@@ -401,7 +419,7 @@ def read_tables(trace: str | Path) -> CachedTables | None:
         summary, state = meta["summary"], meta["profile"]
         if not isinstance(summary, dict) or not isinstance(state, dict):
             raise CacheProblem("summary or profile state is not an object")
-    except (CacheProblem, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (CacheProblem, KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         _warn(path, exc)
         return None
     return CachedTables(frames, summary, state)
@@ -489,7 +507,7 @@ def cached_profile(
         return None
     try:
         return CachedProfile(trace, tables, name=name, run_dir=run_dir)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         _warn(tables_path(trace), exc)
         return None
 
