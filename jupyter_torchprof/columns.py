@@ -156,9 +156,15 @@ class Column:
 
 
 def _known(value: Any) -> bool:
-    if value is None or value == "":
+    """Whether a cell holds a value: not None, "", NaN, NaT or pandas' NA (pandas is not imported here)."""
+    if value is None or (isinstance(value, str) and not value):
         return False
-    return not (isinstance(value, float) and math.isnan(value))
+    try:
+        return not bool(value != value)  # only the missing markers differ from themselves
+    except TypeError:  # pandas.NA refuses to be a bool
+        return False
+    except ValueError:  # an array: a value
+        return True
 
 
 def _has_values(column: Column, values: Iterable[Any]) -> bool:
