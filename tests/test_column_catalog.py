@@ -179,6 +179,57 @@ def test_report_of_a_cpu_trace_has_no_device_titles(cpu):
     assert tables["steps"] == ["Step", "Wall", "CPU busy"]
 
 
+class _StatusCells(HTMLParser):
+    """The text of each table's second column (a diff's status), by table id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: dict[str, list[str]] = {}
+        self._table = None
+        self._col = -1
+        self._in = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._table = dict(attrs).get("id")
+            self.cells[self._table] = []
+        elif tag == "tr":
+            self._col = -1
+        elif tag == "td":
+            self._col += 1
+            self._in = self._col == 1
+            if self._in:
+                self.cells[self._table].append("")
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._in = False
+
+    def handle_data(self, data):
+        if self._in:
+            self.cells[self._table][-1] += data
+
+
+def test_comparison_report_diff_tables_show_the_catalog_titles_and_gone_new():
+    from jupyter_torchprof.analysis.compile_stats import CompileStats
+    from jupyter_torchprof.results.comparison import Comparison
+    from jupyter_torchprof.views.report import REPORT_DIFF_OP_KEYS, report_html
+
+    eager = load(str(real_trace("diff_pair/control.pt.trace.json.gz")))
+    compiled = load(str(real_trace("diff_pair/test.pt.trace.json.gz")))
+    comparison = Comparison(eager, compiled, CompileStats())
+    page = report_html(comparison)
+    tables = {t["id"]: [h["text"] for h in t["heads"]] for t in html_tables(page)}
+    ops = [c for c in columns.diff_ops("eager", "compiled") if c.key in REPORT_DIFF_OP_KEYS]
+    assert tables["diff-ops"] == [c.title for c in ops if c.key in comparison.diff_ops.columns]
+    assert tables["diff-kernels"] == [c.title for c in columns.diff_kernels("eager", "compiled")]
+    status = _StatusCells()
+    status.feed(page)
+    for key, frame in (("diff-ops", comparison.diff_ops), ("diff-kernels", comparison.diff_kernels)):
+        assert Counter(status.cells[key]) == Counter(STATUS_LABELS[s] for s in frame["status"])
+    assert {"gone", "new"} & set(status.cells["diff-kernels"])  # the pair's kernels differ
+
+
 # --------------------------------------------------------------------- bokeh tables
 
 
