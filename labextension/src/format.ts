@@ -55,6 +55,20 @@ export function fmtPct(p: number | null | undefined): string {
   return isMissing(p) ? MISSING : `${p.toFixed(1)}%`;
 }
 
+/**
+ * A count per step (`calls` columns of a diff): thousands separators and at
+ * most two decimals, trailing zeros dropped (`1,234.5`), as the Python views.
+ */
+export function fmtCalls(n: number | null | undefined): string {
+  if (isMissing(n)) {
+    return MISSING;
+  }
+  const [whole, frac] = Math.abs(n).toFixed(2).split('.');
+  const digits = frac.replace(/0+$/, '');
+  const sign = n < 0 && Number(n.toFixed(2)) !== 0 ? '-' : '';
+  return `${sign}${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}${digits ? `.${digits}` : ''}`;
+}
+
 /** An integer count with thousands separators (`12,345`). */
 export function fmtCount(n: number | null | undefined): string {
   if (isMissing(n)) {

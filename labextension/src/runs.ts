@@ -6,6 +6,7 @@
  */
 import {
   fmtBytes,
+  fmtCalls,
   fmtCount,
   fmtDelta,
   fmtFlops,
@@ -349,8 +350,9 @@ export function formatCell(kind: ColumnKind, value: Cell, labels?: Record<string
     case 'pct':
       return fmtPct(value);
     case 'count':
-    case 'calls':
       return fmtCount(value);
+    case 'calls':
+      return fmtCalls(value);
     case 'bytes':
       return fmtBytes(value);
     case 'flops':

@@ -147,7 +147,9 @@ test('formatCell', () => {
   expect(formatCell('time', null)).toBe('–');
   expect(formatCell('ratio', 2)).toBe('2.00×');
   expect(formatCell('name', null)).toBe('');
-  expect(formatCell('calls', 2.5)).toBe('2.50');
+  expect(formatCell('calls', 2.5)).toBe('2.5');
+  expect(formatCell('calls', 1234.567)).toBe('1,234.57');
+  expect(formatCell('calls', 3)).toBe('3');
   expect(formatCell('status', 'only_a', { only_a: 'gone', only_b: 'new' })).toBe('gone');
   expect(formatCell('status', 'both', { only_a: 'gone' })).toBe('both');
 });
