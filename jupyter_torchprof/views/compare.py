@@ -51,16 +51,16 @@ def diff_columns(level: str, device: bool) -> list[Column]:
 
 
 def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str]:
-    """Rows of a diff table matching a name filter, with a readable status.
+    """Rows of a diff table matching a name filter.
 
     Returns the rows and how the filter was read (see `tables.match_names`).
+    The status reads as gone / new in the table itself (the catalog's
+    ``status`` kind, `columns.STATUS_LABELS`).
     """
     if table.empty:
-        return table.assign(change=[]), ""
+        return table, ""
     mask, mode = match_names(table["name"].astype(str), pattern)
-    out = table.loc[mask].copy()
-    out["change"] = out["status"].map(columns.STATUS_LABELS).fillna(out["status"])
-    return out, mode
+    return table.loc[mask].copy(), mode
 
 
 class ComparisonView(W.VBox):
