@@ -158,7 +158,7 @@ HOSTILE = {
     + "[" * 80
     + "]" * 80
     + "}}",
-    "number": '{"ph": "X", "name": "long number", "pid": 1, "tid": 2, "ts": 1700000000000.12345678901234567}',
+    "number": '{"ph": "X", "name": "long number", "pid": 1, "tid": 2, "ts": 1.' + "3" * 70 + "}",
 }
 
 
@@ -297,3 +297,27 @@ def test_no_compiler_means_pure_python(tmp_path: Path, monkeypatch: pytest.Monke
     digest.STATS.clear()
     data = parser.parse_bytes(_trace_bytes([_event_text(i) for i in range(50)]))
     assert len(data.events) == 50 and not digest.STATS
+
+
+def test_numbers_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Number literals of every form (digits, zeros, exponents, 17+ digits) convert as msgspec does."""
+    _require_native(monkeypatch)
+    import random
+
+    rng = random.Random(7)
+    texts = []
+    for i in range(3_000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24)))
+        cut = rng.randint(0, len(digits))
+        num = (digits[:cut].lstrip("0") or "0") + ("." + digits[cut:] if cut < len(digits) else "")
+        if rng.random() < 0.3:
+            num += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randint(0, 40))
+        num = rng.choice(["", "-"]) + num
+        integer = str(rng.randint(-(2**63) + 1, 2**63 - 1))
+        texts.append(
+            f'{{"ph": "X", "cat": "kernel", "name": "n{i % 7}", "pid": {integer}, "tid": 1, "ts": {num},'
+            f' "dur": {integer}, "args": {{"bytes": {num}, "correlation": {integer}}}}}'
+        )
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 1 << 14)
+    stats = _compare(_trace_bytes(texts), None, monkeypatch)
+    assert stats["native"] >= 10, stats

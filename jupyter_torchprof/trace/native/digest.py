@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 from .. import categories as K
 
@@ -271,9 +272,9 @@ def _map_values(interner: Interner, local: np.ndarray, values: Sequence[Any]) ->
     out = lut[local]
     missing = out == -2
     if missing.any():
-        new = local[missing]
-        uniq, first = np.unique(new, return_index=True)
-        for k in uniq[np.argsort(first, kind="stable")].tolist():
+        # pandas' factorize hashes, and lists the new codes in order of first appearance.
+        _, firsts = pd.factorize(local[missing])
+        for k in firsts.tolist():
             v = values[k]
             if v not in index:
                 index[v] = len(interner.values)
@@ -288,18 +289,29 @@ def _map_keys(interner: Interner, parts: list[tuple[np.ndarray, int]], key: Call
     combo = np.zeros(len(parts[0][0]), dtype=np.int64)
     for codes, size in parts:
         combo = combo * (size + 1) + (codes.astype(np.int64) + 1)
-    uniq, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
+    inverse, uniq = pd.factorize(combo)  # distinct combinations in order of first appearance
     out = np.empty(len(uniq), dtype=np.int32)
     index, values = interner.index, interner.values
-    for j in np.argsort(first, kind="stable").tolist():
-        row = int(first[j])
-        k = key(*(int(codes[row]) for codes, _ in parts))
+    sizes = [size + 1 for _, size in parts]
+    for j, c in enumerate(uniq.tolist()):
+        locals_ = []
+        for size in reversed(sizes):
+            c, rem = divmod(c, size)
+            locals_.append(rem - 1)
+        k = key(*reversed(locals_))
         code = index.get(k)
         if code is None:
             code = index[k] = len(values)
             values.append(k)
         out[j] = code
-    return out[inverse.reshape(-1)]
+    return out[inverse]
+
+
+def _lut(kind_codes: np.ndarray) -> np.ndarray:
+    """Per kind code: whether it is one of ``kind_codes`` (a lookup, faster than ``np.isin``)."""
+    lut = np.zeros(len(K.KINDS), dtype=bool)
+    lut[kind_codes] = True
+    return lut
 
 
 def _group(m: int, rows: np.ndarray, codes: np.ndarray | None) -> np.ndarray:
@@ -335,9 +347,9 @@ def _commit_x(
         "ts": c["x_ts"],
         "dur": c["x_dur"],
         "external_id": c["x_ext"],
-        "correlation": np.where(np.isin(kind, P._CORRELATED_KIND_CODES), c["x_corr"], -1),
+        "correlation": np.where(_lut(P._CORRELATED_KIND_CODES)[kind], c["x_corr"], -1),
     }
-    is_dev = np.isin(kind, P._DEVICE_KIND_CODES)
+    is_dev = _lut(P._DEVICE_KIND_CODES)[kind]
     dev = np.flatnonzero(is_dev)
     device = c["x_device"][dev]
     stream = _ids(c["x_stream"][dev], (flags & 4)[dev], c["x_stream_s"][dev], strs, P._ints_of)

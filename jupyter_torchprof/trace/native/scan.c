@@ -100,6 +100,8 @@ typedef struct {
 typedef struct {
     Val top[N_TOP];
     Val args[N_ARGS];
+    uint8_t set[N_TOP + N_ARGS]; /* which were set (top: k, args: N_TOP + k), to reset them */
+    int nset;
 } Ev;
 
 /* ---- scanning primitives ---- */
@@ -152,6 +154,17 @@ static inline int utf8_len(const uint8_t *p, const uint8_t *end) {
     return 0;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* Whether a word holds a zero byte (exact for the existence of one). */
+#define HAS_ZERO(x) (((x) - ONES) & ~(x) & HIGHS)
+
+/* Whether any byte of w is '"', '\\', below 0x20 or at/above 0x80. */
+static inline uint64_t special8(uint64_t w) {
+    uint64_t below = (w - 0x20 * ONES) & ~w & HIGHS; /* a byte < 0x20 (exact when none >= 0x80) */
+    return (w & HIGHS) | below | HAS_ZERO(w ^ (0x22 * ONES)) | HAS_ZERO(w ^ (0x5C * ONES));
+}
+
 /* A string at c->p (a '"'); fills v. */
 static int scan_string(Ctx *c, Val *v) {
     const uint8_t *p = c->p + 1, *end = c->end;
@@ -159,6 +172,13 @@ static int scan_string(Ctx *c, Val *v) {
     v->rs = c->p;
     v->s = p;
     for (;;) {
+        /* Eight bytes at a time while none is special (quote, backslash, control, non-ASCII). */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (special8(w)) break;
+            p += 8;
+        }
         while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
         if (p >= end) return TP_SYNTAX;
         uint8_t ch = *p;
@@ -338,6 +358,9 @@ static int to_int(const Val *v, int64_t *out) {
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* Whether strtod reads '.' as the decimal point (set per scan). */
+static int c_locale;
+
 static int to_float(const Val *v, double *out) {
     if (v->t != V_INT && v->t != V_FLOAT) return TP_TYPE;
     const uint8_t *p = v->s, *e = v->e;
@@ -346,46 +369,51 @@ static int to_float(const Val *v, double *out) {
         neg = 1;
         p++;
     }
-    uint64_t w = 0;
-    int digits = 0, frac = 0, seen_dot = 0;
-    long exp10 = 0;
-    for (; p < e; p++) {
-        uint8_t ch = *p;
-        if (ch == '.') {
-            seen_dot = 1;
-            continue;
-        }
-        if (ch == 'e' || ch == 'E') {
-            p++;
-            int eneg = 0;
-            if (*p == '+' || *p == '-') eneg = *p++ == '-';
-            long x = 0;
-            for (; p < e; p++) {
-                x = x * 10 + (*p - '0');
-                if (x > 100000) return TP_NUMBER;
-            }
-            exp10 = eneg ? -x : x;
-            break;
-        }
-        if (w == 0 && ch == '0') {
-            if (seen_dot) frac++;
-            continue;
-        }
-        if (++digits > 19) return TP_NUMBER;
-        w = w * 10 + (uint64_t)(ch - '0');
-        if (seen_dot) frac++;
+    /* The mantissa [p, mend), its '.', and the written exponent. */
+    const uint8_t *mend = p, *dot = NULL;
+    while (mend < e && *mend != 'e' && *mend != 'E') {
+        if (*mend == '.') dot = mend;
+        mend++;
     }
-    exp10 -= frac;
-    if (w <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
-        double d = (double)w;
-        d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
-        if (v->t == V_INT) /* msgspec reads "-0" as the integer 0, then 0.0 */
-            *out = neg && w ? -d : d;
-        else
-            *out = neg ? -d : d;
+    if (!dot) dot = mend;
+    long exp10 = 0;
+    if (mend < e) {
+        const uint8_t *q = mend + 1;
+        int eneg = 0;
+        if (*q == '+' || *q == '-') eneg = *q++ == '-';
+        for (; q < e; q++) {
+            exp10 = exp10 * 10 + (*q - '0');
+            if (exp10 > 100000) return TP_NUMBER;
+        }
+        if (eneg) exp10 = -exp10;
+    }
+    /* Significant digits: leading and trailing zeros do not count. */
+    const uint8_t *fs = p, *ls = mend - 1;
+    while (fs < mend && (*fs == '0' || *fs == '.')) fs++;
+    while (ls >= fs && (*ls == '0' || *ls == '.')) ls--;
+    if (fs > ls) { /* zero; msgspec reads the integer "-0" as 0, then 0.0 */
+        *out = neg && v->t == V_FLOAT ? -0.0 : 0.0;
         return TP_OK;
     }
-    /* Beyond the exact fast path: correctly rounded strtod, as msgspec rounds. */
+    uint64_t w = 0;
+    int digits = 0;
+    for (const uint8_t *q = fs; q <= ls; q++) {
+        if (*q == '.') continue;
+        if (++digits > 19) goto slow;
+        w = w * 10 + (uint64_t)(*q - '0');
+    }
+    exp10 += ls < dot ? (long)(dot - ls - 1) : -(long)(ls - dot);
+    if (w <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        /* Both operands exact, one rounding: correctly rounded, as msgspec is. */
+        double d = (double)w;
+        d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+        *out = neg ? -d : d;
+        return TP_OK;
+    }
+slow:;
+    /* Beyond the exact fast path: correctly rounded strtod, as msgspec rounds
+       (unless a locale changed the decimal point, which tp_scan checks). */
+    if (!c_locale) return TP_NUMBER;
     char buf[64];
     size_t n = (size_t)(v->e - v->s);
     if (n >= sizeof buf) return TP_NUMBER;
@@ -681,6 +709,7 @@ static int scan_members(Ctx *c, Val *vals, int is_args, Ev *ev) {
         } else {
             Val *v = &vals[k];
             if (v->t != V_ABSENT) return TP_DUP;
+            ev->set[ev->nset++] = (uint8_t)(is_args ? N_TOP + k : k);
             if (!is_args && k == K_ARGS && c->p < c->end && *c->p == '{') {
                 v->rs = c->p;
                 if ((rc = scan_members(c, ev->args, 1, ev))) return rc;
@@ -720,7 +749,9 @@ int tp_scan(const uint8_t *data, int64_t n, int read_flows, void **col, const in
     Ctx *c = &ctx;
     int rc = TP_OK;
     Ev ev;
+    memset(&ev, 0, sizeof ev);
     init_keys();
+    c_locale = strtod("0.5", NULL) == 0.5;
     memset(cnt, 0, sizeof(int64_t) * N_COUNTS);
     memset(col[S_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_SSLOTS]);
     memset(col[R_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_RSLOTS]);
@@ -741,7 +772,14 @@ int tp_scan(const uint8_t *data, int64_t n, int read_flows, void **col, const in
                 break;
             }
             const uint8_t *start = c->p;
-            memset(&ev, 0, sizeof ev);
+            for (int k = 0; k < ev.nset; k++) {
+                int j = ev.set[k];
+                if (j < N_TOP)
+                    ev.top[j].t = V_ABSENT;
+                else
+                    ev.args[j - N_TOP].t = V_ABSENT;
+            }
+            ev.nset = 0;
             if ((rc = scan_members(c, ev.top, 0, &ev))) break;
             if ((rc = dispatch(c, &ev, start, c->p))) break;
             skip_ws(c);
