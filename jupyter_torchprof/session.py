@@ -529,8 +529,9 @@ class RunSession:
 
         After the result was shown: its tables are computed by then (those
         that are not, are computed here, on this thread, so the writer only
-        reads them). The file is written once the trace is packed, since it
-        is keyed on the packed trace's size and time; the sidebar and
+        reads them). The files are written once the trace is packed, since
+        they are keyed on the packed trace's size and time: the tables, then
+        the sidebar's timeline (`sidebar_timeline`); the sidebar and
         ``load()`` then reopen the run without parsing it.
         """
         from .export import keep_cache, write_table_cache
@@ -543,7 +544,7 @@ class RunSession:
             entry = self._packing.pop(run_dir, None) if run_dir is not None else None
             if entry is None:
                 continue  # kept before, or not kept: the server or load() writes its cache
-            p.ops, p.kernels, p.steps, p.findings, p.summary, p.notes, p.memory_events  # noqa: B018
+            p.ops, p.kernels, p.steps, p.findings, p.summary, p.notes, p.memory_events, p.events  # noqa: B018
             packing, trace = entry
 
             def write(p: Any = p, trace: Path = trace, packing: Any = packing) -> None:
@@ -551,8 +552,30 @@ class RunSession:
                     packing.join()
                 if trace.is_file():  # else packing failed: the raw trace stays, uncached
                     keep_cache(write_table_cache, p, trace)
+                    keep_cache(sidebar_timeline, p, trace)
 
             in_background(write, "torchprof-tables")
+
+
+def sidebar_timeline(profile: Any, trace: Path) -> Path:
+    """Keep beside ``trace`` the timeline the sidebar asks for (``GET runs/<id>/timeline``).
+
+    The same payload the server builds (`views.timeline.build_timeline`,
+    `results.cache.SIDEBAR_GLYPHS` glyphs, bokeh's ``json_item``), drawn
+    from the profile the notebook holds. Returns the file written.
+    """
+    import json
+
+    from bokeh.embed import json_item
+
+    from .export import write_timeline_cache
+    from .results.cache import SIDEBAR_GLYPHS, timeline_stamp
+    from .store import json_safe
+    from .views.timeline import build_timeline
+
+    item = json_item(build_timeline(profile, window=None, max_glyphs=SIDEBAR_GLYPHS))
+    data = json.dumps(json_safe(item), allow_nan=False).encode()
+    return write_timeline_cache(data, trace, timeline_stamp(SIDEBAR_GLYPHS))
 
 
 def raise_capture_error(error: BaseException) -> None:

@@ -300,6 +300,12 @@ def test_capture_keeps_the_tables_of_the_run(captured_run, monkeypatch):
     pd.testing.assert_frame_equal(again.ops, fresh.ops)
     pd.testing.assert_frame_equal(again.steps, fresh.steps)
     assert ops["aten::addmm"] == dict(zip(fresh.ops["name"], fresh.ops["calls"], strict=True))["aten::addmm"]
+    # ... and the sidebar's timeline, for the glyph budget the server asks with
+    from jupyter_torchprof.server.runs import TIMELINE_GLYPHS
+
+    assert cache.SIDEBAR_GLYPHS == TIMELINE_GLYPHS
+    kept = cache.read_timeline(trace, cache.timeline_stamp(TIMELINE_GLYPHS))
+    assert kept is not None and json.loads(kept)["doc"]["roots"]
 
 
 def test_a_loaded_trace_kept_in_the_store_gets_its_cache(shell, tmp_path, monkeypatch):

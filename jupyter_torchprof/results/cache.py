@@ -522,6 +522,20 @@ def memory_peaks_of(profile: Profile) -> pd.DataFrame:
 # the timeline's first level of detail
 
 
+#: Glyphs of the sidebar's timeline (``server.runs.TIMELINE_GLYPHS``, the same
+#: number: a capture caches the timeline the sidebar will ask for).
+SIDEBAR_GLYPHS = 20000
+
+
+def timeline_stamp(max_glyphs: int) -> dict[str, Any]:
+    """What a timeline payload depends on besides the trace: glyph budget, bokeh and our version."""
+    import bokeh
+
+    from .._version import __version__
+
+    return {"max_glyphs": int(max_glyphs), "bokeh": bokeh.__version__, "version": __version__}
+
+
 def encode_timeline(payload: bytes, trace: str | Path, key: dict[str, Any]) -> bytes:
     """A timeline cache: ``payload`` (the JSON bytes the server sends) for ``trace`` under ``key``.
 

@@ -512,15 +512,12 @@ class RunTimelineHandler(RunsBase):
             from bokeh.embed import json_item
 
             def build() -> Any:
-                import bokeh
-
-                from .._version import __version__
                 from ..export import keep_cache, write_timeline_cache
-                from ..results.cache import read_timeline
+                from ..results.cache import read_timeline, timeline_stamp
 
                 # The first level of detail kept beside the trace (results.cache) skips
                 # the parse and the build; it depends on the glyph budget and the versions.
-                stamp = {"max_glyphs": glyphs, "bokeh": bokeh.__version__, "version": __version__}
+                stamp = timeline_stamp(glyphs)
                 kept = read_timeline(path, stamp)
                 if kept is not None:
                     return json.loads(kept)
