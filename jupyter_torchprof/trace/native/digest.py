@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from types import ModuleType
 from typing import Any
 
@@ -290,20 +291,23 @@ def _map_keys(interner: Interner, parts: list[tuple[np.ndarray, int]], key: Call
     for codes, size in parts:
         combo = combo * (size + 1) + (codes.astype(np.int64) + 1)
     inverse, uniq = pd.factorize(combo)  # distinct combinations in order of first appearance
-    out = np.empty(len(uniq), dtype=np.int32)
+    # The local codes of each distinct combination, taken apart again (vectorised).
+    columns = []
+    rest = uniq.astype(np.int64)
+    for _, size in reversed(parts):
+        rest, rem = np.divmod(rest, size + 1)
+        columns.append((rem - 1).tolist())
+    keys = list(map(key, *reversed(columns)))
     index, values = interner.index, interner.values
-    sizes = [size + 1 for _, size in parts]
-    for j, c in enumerate(uniq.tolist()):
-        locals_ = []
-        for size in reversed(sizes):
-            c, rem = divmod(c, size)
-            locals_.append(rem - 1)
-        k = key(*reversed(locals_))
-        code = index.get(k)
-        if code is None:
-            code = index[k] = len(values)
-            values.append(k)
-        out[j] = code
+    out = np.fromiter(map(index.get, keys, repeat(-2)), np.int32, count=len(keys))
+    if (out == -2).any():
+        for j in np.flatnonzero(out == -2).tolist():
+            k = keys[j]
+            code = index.get(k)
+            if code is None:
+                code = index[k] = len(values)
+                values.append(k)
+            out[j] = code
     return out[inverse]
 
 
