@@ -292,6 +292,7 @@ def test_no_compiler_means_pure_python(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("TORCHPROF_NATIVE_CACHE", str(tmp_path))
     monkeypatch.setattr(native, "_state", {})
     monkeypatch.setattr(native, "_candidates", lambda tag: [tmp_path / native.library_name(tag)])
+    monkeypatch.setattr(native, "_build_dirs", lambda: [tmp_path])
     monkeypatch.setattr(native, "compiler", lambda: None)
     assert native.library() is None
     digest.STATS.clear()
@@ -321,3 +322,20 @@ def test_numbers_identical(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parser, "CHUNK_BYTES", 1 << 14)
     stats = _compare(_trace_bytes(texts), None, monkeypatch)
     assert stats["native"] >= 10, stats
+
+
+def test_broken_cached_library_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached file that is no library (cut short, another machine's) is replaced, not trusted."""
+    if native.compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    monkeypatch.setenv("TORCHPROF_NATIVE", "1")
+    monkeypatch.setattr(native, "_state", {})
+    target = tmp_path / native.library_name()
+    target.write_bytes(b"\x7fELF cut short")
+    monkeypatch.setattr(native, "_candidates", lambda tag: [target])
+    monkeypatch.setattr(native, "_build_dirs", lambda: [tmp_path])
+    assert native.library() is not None
+    assert target.stat().st_size > 1000
+    digest.STATS.clear()
+    assert len(parser.parse_bytes(_trace_bytes([_event_text(i) for i in range(20)])).events) == 20
+    assert digest.STATS["native"] == 1

@@ -116,59 +116,58 @@ def _candidates(tag_: str) -> list[Path]:
 
 
 def _open(path: Path) -> Any:
+    """The library at ``path`` with its signatures set, or None if it cannot be used."""
     import ctypes
 
-    lib = ctypes.CDLL(str(path))
-    lib.tp_abi.restype = ctypes.c_int
-    if lib.tp_abi() != ABI:
+    try:
+        lib = ctypes.CDLL(str(path))
+        lib.tp_abi.restype = ctypes.c_int
+        if lib.tp_abi() != ABI:
+            return None
+        lib.tp_scan.restype = ctypes.c_int
+    except (OSError, AttributeError):  # not a library for this machine, or another one's
         return None
-    lib.tp_scan.restype = ctypes.c_int
-    lib.tp_scan.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-    ]
+    lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
     return lib
+
+
+def _build_dirs() -> list[Path]:
+    import tempfile
+
+    uid = getattr(os, "getuid", lambda: 0)()
+    return [cache_dir(), Path(tempfile.gettempdir()) / f"jupyter_torchprof-{uid}"]
+
+
+def _find_or_build() -> Any:
+    t = tag()
+    for path in _candidates(t):
+        if path.exists():
+            lib = _open(path)
+            if lib is not None:
+                return lib
+    for dest in _build_dirs():
+        try:
+            built = build(dest, t)
+        except OSError:  # a folder that cannot be written: try the next
+            continue
+        if built is not None:
+            return _open(built)
+    return None
 
 
 def library() -> Any:
     """The loaded scanner (a ``ctypes.CDLL``), or None when native parsing is off or unavailable.
 
-    Built and loaded at most once per process; a failed build is not retried.
+    Found or built at most once per process; a failed build is not retried.
     """
     if not wanted():
         return None
-    if "lib" in _state:
-        return _state["lib"]
-    lib = None
-    try:
-        t = tag()
-        for path in _candidates(t):
-            if path.exists():
-                lib = _open(path)
-                if lib is not None:
-                    break
-        if lib is None:
-            import tempfile
-
-            for dest in (
-                cache_dir(),
-                Path(tempfile.gettempdir()) / f"jupyter_torchprof-{getattr(os, 'getuid', lambda: 0)()}",
-            ):
-                try:
-                    built = build(dest, t)
-                except OSError:
-                    built = None
-                if built is not None:
-                    lib = _open(built)
-                    break
-    except OSError:
-        lib = None
-    _state["lib"] = lib
-    return lib
+    if "lib" not in _state:
+        try:
+            _state["lib"] = _find_or_build()
+        except OSError:  # the source unreadable, no home folder ...: pure Python
+            _state["lib"] = None
+    return _state["lib"]
 
 
 def digester(parser: Any) -> Any:
