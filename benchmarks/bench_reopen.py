@@ -152,8 +152,10 @@ def copies(store: RunStore, template: Path, n: int, cached: bool) -> list[str]:
     return ids
 
 
-def listing_under_load(server: Server, ids: list[str]) -> tuple[list[float], float]:
-    """Listing latencies while ``len(ids)`` timeline requests are in flight; and the burst's wall time.
+def listing_under_load(
+    server: Server, ids: list[str], endpoint: str = "timeline"
+) -> tuple[list[float], float]:
+    """Listing latencies while ``len(ids)`` requests (timelines) are in flight; and the burst's wall time.
 
     One asyncio client (tornado's, non-blocking) sends the burst and the
     listings: client threads would compete for the GIL with the very
@@ -165,6 +167,7 @@ def listing_under_load(server: Server, ids: list[str]) -> tuple[list[float], flo
 
     async def burst() -> tuple[list[float], float]:
         client = AsyncHTTPClient(force_instance=True, max_clients=len(ids) + 4)
+        suffix = f"/{endpoint}" if endpoint else ""
         headers = {"Authorization": f"token {server.token}"}
 
         async def get(path: str) -> float:
@@ -174,7 +177,7 @@ def listing_under_load(server: Server, ids: list[str]) -> tuple[list[float], flo
             return time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        timelines = [asyncio.ensure_future(get(f"jupyter-torchprof/runs/{i}/timeline")) for i in ids]
+        timelines = [asyncio.ensure_future(get(f"jupyter-torchprof/runs/{i}{suffix}")) for i in ids]
         lat = []
         while not all(t.done() for t in timelines):
             lat.append(await get("jupyter-torchprof/runs"))
@@ -214,12 +217,17 @@ def run_round(server: Server, store: RunStore, template: Path, r: int) -> dict[s
     for kind in out:
         for run_id in runs[kind]:
             shutil.rmtree(store.root / run_id)
-    # The listing with nothing in flight, on a store of the same size, for reference.
+    # For reference, on a store of the same size: the listing with nothing in flight, and
+    # while 20 requests for a run's run.json (no analysis at all) are in flight.
     idle = copies(store, template, 2 * (2 + LOAD), cached=True)
     lat = [server.get("jupyter-torchprof/runs") for _ in range(MIN_SAMPLES)]
+    out["idle"] = {"p50": pct(lat, 50), "p99": pct(lat, 99)}
+    lat = []
+    while len(lat) < MIN_SAMPLES:
+        lat += listing_under_load(server, idle[:LOAD], endpoint="")[0]
+    out["info"] = {"p50": pct(lat, 50), "p99": pct(lat, 99)}
     for run_id in idle:
         shutil.rmtree(store.root / run_id)
-    out["idle"] = {"p50": pct(lat, 50), "p99": pct(lat, 99)}
     return out
 
 
@@ -274,6 +282,10 @@ def report(args: argparse.Namespace, rounds: list[dict[str, dict[str, float]]]) 
         )
     idle = {k: statistics.median([r["idle"][k] for r in rounds]) * 1e3 for k in ("p50", "p99")}
     print(f"GET runs with nothing in flight: p50 {idle['p50']:.0f} ms, p99 {idle['p99']:.0f} ms")
+    info = {k: statistics.median([r["info"][k] for r in rounds]) * 1e3 for k in ("p50", "p99")}
+    print(
+        f"GET runs, {LOAD} GET runs/<id> (run.json only) in flight: p50 {info['p50']:.0f} ms, p99 {info['p99']:.0f} ms"
+    )
     for k in ("cold", "cached"):
         samples = [int(r[k]["samples"]) for r in rounds]
         bursts = [int(r[k]["bursts"]) for r in rounds]
