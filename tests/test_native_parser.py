@@ -28,6 +28,7 @@ from tracefiles import REAL_TRACES, real_trace
 
 from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace import native, parser
+from jupyter_torchprof.trace.files import parse_trace
 from jupyter_torchprof.trace.native import digest
 from jupyter_torchprof.trace.reader import read_trace_bytes
 
@@ -90,6 +91,31 @@ def _compare(data: bytes, path: str | None, monkeypatch: pytest.MonkeyPatch, **k
     return stats
 
 
+def _compare_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """The same through `files.parse_trace`, the way `load` reads a file (streamed when big)."""
+    results = []
+    for on in (False, True):
+        monkeypatch.setenv("TORCHPROF_NATIVE", "1" if on else "0")
+        digest.STATS.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            data = parse_trace(path)
+        results.append((data, [str(w.message) for w in caught], Counter(digest.STATS)))
+    (pure, pure_warnings, pure_stats), (fast, fast_warnings, stats) = results
+    assert not pure_stats
+    assert_same(pure, fast)
+    assert pure_warnings == fast_warnings
+    return stats
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_real_trace_file_identical(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = real_trace(name)
+    _require_native(monkeypatch)
+    stats = _compare_file(path, monkeypatch)
+    assert stats["native"] >= 1 and set(stats) == {"native"}, stats
+
+
 @pytest.mark.parametrize("defer_flows", [None, False])
 @pytest.mark.parametrize("name", REAL_TRACES)
 def test_real_trace_identical(name: str, defer_flows: bool | None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,6 +138,8 @@ def test_synthetic_identical(
     for defer in (None, False):
         stats = _compare(read_trace_bytes(path), str(path), monkeypatch, defer_flows=defer)
         assert stats["native"] >= 1 and set(stats) == {"native"}, stats
+    stats = _compare_file(path, monkeypatch)
+    assert stats["native"] >= 1 and set(stats) == {"native"}, stats
 
 
 def _event_text(i: int) -> str:
