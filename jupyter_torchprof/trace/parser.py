@@ -55,6 +55,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import categories as K
+from . import native as _native
 from .progress import report
 from .reader import full_disk, gc_paused, iter_trace_bytes, read_trace_bytes
 from .schema import (
@@ -263,16 +264,32 @@ def _ids_at(objs: Sequence[Any], attr: str) -> np.ndarray:
     try:
         return np.fromiter(map(attrgetter(attr), objs), np.int64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
-        values = list(map(attrgetter(attr), objs))
-        out = _ints(values)
-        for i, v in enumerate(values):
-            if isinstance(v, str):
-                if out[i] == -1:
-                    # Strings that are not numbers (lane names) get stable negative ids.
-                    out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
-            elif v is not None and type(v) not in (int, float):
-                out[i] = BAD_ID
-        return out
+        return _ids(list(map(attrgetter(attr), objs)))
+
+
+def _ids(values: list[Any]) -> np.ndarray:
+    """`_ids_at` of values already taken out of their objects (also used by the native path)."""
+    try:
+        return np.fromiter(values, np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = _ints(values)
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            if out[i] == -1:
+                # Strings that are not numbers (lane names) get stable negative ids.
+                out[i] = -2 - (zlib.crc32(v.encode("utf-8", "replace")) & 0xFFFF)
+        elif v is not None and type(v) not in (int, float):
+            out[i] = BAD_ID
+    return out
+
+
+def _ints_of(values: list[Any]) -> np.ndarray:
+    """`_ints_at` of values already taken out of their objects (used by the native path)."""
+    try:
+        return np.fromiter(values, np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        return _ints(values)
 
 
 def _any_of(objs: Sequence[Any], *attrs: str, raw: bool = False) -> bool:
@@ -416,6 +433,8 @@ class _Builder:
         self.not_events = 0
         self.utf8_replaced = 0
         self.nonfinite = 0
+        # The C column builder (None: pure Python; see `native`).
+        self.native = _native.digester(sys.modules[__name__]) if events else None
 
     # -- decoding ---------------------------------------------------------- #
 
@@ -424,7 +443,11 @@ class _Builder:
 
         ``items`` are the chunk's raw items when known; without them a chunk
         that is not valid JSON means its boundaries were guessed wrong.
+        A chunk the native builder reads is digested there; any chunk it
+        refuses (anything it does not fully understand) goes the Python way.
         """
+        if self.native is not None and self.native.digest(self, chunk):
+            return
         events, loose = self._decode(chunk, items)
         self._digest(events, loose)
 
