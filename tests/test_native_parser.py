@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tracefiles import REAL_TRACES, real_trace
+from tracefiles import REAL_TRACES, raw_events, real_trace
 
 from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace import native, parser
@@ -367,3 +367,20 @@ def test_broken_cached_library_is_rebuilt(tmp_path: Path, monkeypatch: pytest.Mo
     digest.STATS.clear()
     assert len(parser.parse_bytes(_trace_bytes([_event_text(i) for i in range(20)])).events) == 20
     assert digest.STATS["native"] == 1
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_flows_read_on_demand_identical(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flows-only pass (`parser.read_flows`, for deferred flows) reads the same flows natively."""
+    path = real_trace(name)
+    _require_native(monkeypatch)
+    flows = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("TORCHPROF_NATIVE", on)
+        digest.STATS.clear()
+        flows.append(parser.read_flows(path, 1.5e15))
+        assert bool(digest.STATS) == (on == "1") and set(digest.STATS) <= {"native"}, digest.STATS
+    assert_same_frames(*flows)
+    raw = [e for e in raw_events(path) if isinstance(e, dict) and e.get("ph") in ("s", "f")]
+    launch = [e for e in raw if e.get("cat") in ("ac2g", "async_cpu_to_gpu", "async_gpu") and "id" in e]
+    assert len(flows[1]) == len(launch)

@@ -434,7 +434,7 @@ class _Builder:
         self.utf8_replaced = 0
         self.nonfinite = 0
         # The C column builder (None: pure Python; see `native`).
-        self.native = _native.digester(sys.modules[__name__]) if events else None
+        self.native = _native.digester(sys.modules[__name__])
 
     # -- decoding ---------------------------------------------------------- #
 

@@ -112,7 +112,7 @@ class Digester:
         self.cols = {name: np.empty(int(self.caps[cap]), dtype=dt) for name, dt, cap in COLUMNS}
         self.ptrs = (ctypes.c_void_p * len(COLUMNS))(*[a.ctypes.data for a in self.cols.values()])
 
-    def scan(self, chunk: bytes | memoryview, read_flows: bool) -> int:
+    def scan(self, chunk: bytes | memoryview, read_flows: bool, read_events: bool = True) -> int:
         """Run the scanner over one chunk; 0 when it read every event."""
         data = np.frombuffer(chunk, dtype=np.uint8)
         n = len(data)
@@ -124,7 +124,7 @@ class Digester:
             rc = self.lib.tp_scan(
                 data.ctypes.data,
                 n,
-                int(read_flows),
+                int(read_flows) | int(read_events) << 1,
                 self.ptrs,
                 self.caps.ctypes.data,
                 self.counts.ctypes.data,
@@ -142,7 +142,7 @@ class Digester:
 
     def digest(self, b: Builder, chunk: bytes | memoryview) -> bool:
         """Digest ``chunk`` into builder ``b`` natively; False (nothing changed) if refused."""
-        rc = self.scan(chunk, b.read_flows)
+        rc = self.scan(chunk, b.read_flows, b.read_events)
         if rc:
             STATS["refused: " + REASONS.get(rc, str(rc))] += 1
             return False

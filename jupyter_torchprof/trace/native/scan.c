@@ -94,7 +94,8 @@ typedef struct {
     void **col;
     int64_t *cnt;
     const int64_t *cap;
-    int read_flows;
+    int read_flows;  /* 0: flow events are only counted (schema.UnreadFlowStart) */
+    int read_events; /* 0: only flow events are read (the flows-only pass, schema._FLOWS_ONLY) */
 } Ctx;
 
 typedef struct {
@@ -628,6 +629,8 @@ static int dispatch(Ctx *c, const Ev *ev, const uint8_t *start, const uint8_t *e
     const Val *ph = &ev->top[K_PH];
     if (ph->t != V_STR || ph->esc || ph->e - ph->s != 1) return TP_PHASE;
     uint8_t p = ph->s[0];
+    if (!c->read_events && (p == 'X' || p == 'i' || p == 'I' || p == 'M'))
+        return TP_OK; /* placeholders that read nothing (schema._UNREAD_OTHERS) */
     switch (p) {
     case 'X':
         return emit_x(c, ev);
@@ -741,11 +744,12 @@ static void init_keys(void) {
 }
 
 /*
- * Scan one chunk. `col` holds N_COLUMNS pointers (see the enum), `cap` the
+ * Scan one chunk. `mode`: bit 0 read flow events, bit 1 read the others.
+ * `col` holds N_COLUMNS pointers (see the enum), `cap` the
  * capacities, `cnt` receives N_COUNTS counts. Returns TP_OK or a refusal.
  */
-int tp_scan(const uint8_t *data, int64_t n, int read_flows, void **col, const int64_t *cap, int64_t *cnt) {
-    Ctx ctx = {data, data + n, data, col, cnt, cap, read_flows};
+int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t *cap, int64_t *cnt) {
+    Ctx ctx = {data, data + n, data, col, cnt, cap, mode & 1, (mode >> 1) & 1};
     Ctx *c = &ctx;
     int rc = TP_OK;
     Ev ev;
