@@ -384,3 +384,22 @@ def test_flows_read_on_demand_identical(name: str, monkeypatch: pytest.MonkeyPat
     raw = [e for e in raw_events(path) if isinstance(e, dict) and e.get("ph") in ("s", "f")]
     launch = [e for e in raw if e.get("cat") in ("ac2g", "async_cpu_to_gpu", "async_gpu") and "id" in e]
     assert len(flows[1]) == len(launch)
+
+
+def test_concurrent_parses_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan runs without the GIL: parses in threads at once give what one parse alone gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _require_native(monkeypatch)
+    path = tmp_path / "synthetic.pt.trace.json.gz"
+    _synthetic_module().write_trace(path, 20_000, steps=2)
+    data = read_trace_bytes(path)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 1 << 16)
+    alone, _, stats = _parse(data, str(path), True, monkeypatch)
+    assert stats["native"] > 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda _: parser.parse_bytes(data, str(path)), range(8)))
+    for result in results:
+        assert_same(alone, result, tables=False)

@@ -87,7 +87,6 @@ static const char *const ARG_KEYS[N_ARGS] = {
     "Module Hierarchy", "kernel_file", "Python id", "Python parent id",
     "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id",
 };
-static size_t ARG_LENS[N_ARGS];
 
 typedef struct {
     const uint8_t *p, *end, *base;
@@ -96,6 +95,7 @@ typedef struct {
     const int64_t *cap;
     int read_flows;  /* 0: flow events are only counted (schema.UnreadFlowStart) */
     int read_events; /* 0: only flow events are read (the flows-only pass, schema._FLOWS_ONLY) */
+    int c_locale;    /* strtod reads '.' as the decimal point */
 } Ctx;
 
 typedef struct {
@@ -359,10 +359,8 @@ static int to_int(const Val *v, int64_t *out) {
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* Whether strtod reads '.' as the decimal point (set per scan). */
-static int c_locale;
-
-static int to_float(const Val *v, double *out) {
+/* `c_locale`: whether strtod reads '.' as the decimal point (checked per scan). */
+static int to_float(const Val *v, double *out, int c_locale) {
     if (v->t != V_INT && v->t != V_FLOAT) return TP_TYPE;
     const uint8_t *p = v->s, *e = v->e;
     int neg = 0;
@@ -518,12 +516,12 @@ static int opt_int(const Val *v, int64_t *out) {
     return to_int(v, out);
 }
 
-static int opt_float(const Val *v, double dflt, double *out) {
+static int opt_float(const Ctx *c, const Val *v, double dflt, double *out) {
     if (v->t == V_ABSENT) {
         *out = dflt;
         return TP_OK;
     }
-    return to_float(v, out);
+    return to_float(v, out, c->c_locale);
 }
 
 static int opt_raw(Ctx *c, const Val *v, int32_t *code) {
@@ -554,18 +552,18 @@ static int emit_x(Ctx *c, const Ev *ev) {
     TRY(opt_str(c, &ev->top[K_CAT], &COL(X_CAT, int32_t)[i]));
     TRY(id_or_str(c, &ev->top[K_PID], &COL(X_PID, int64_t)[i], &flags, 1, &COL(X_PID_S, int32_t)[i]));
     TRY(id_or_str(c, &ev->top[K_TID], &COL(X_TID, int64_t)[i], &flags, 2, &COL(X_TID_S, int32_t)[i]));
-    TRY(opt_float(&ev->top[K_TS], NAN, &COL(X_TS, double)[i]));
-    TRY(opt_float(&ev->top[K_DUR], 0.0, &COL(X_DUR, double)[i]));
+    TRY(opt_float(c, &ev->top[K_TS], NAN, &COL(X_TS, double)[i]));
+    TRY(opt_float(c, &ev->top[K_DUR], 0.0, &COL(X_DUR, double)[i]));
     TRY(opt_int(&a[A_EXT], &COL(X_EXT, int64_t)[i]));
     TRY(opt_int(&a[A_CORR], &COL(X_CORR, int64_t)[i]));
     TRY(opt_int(&a[A_DEVICE], &COL(X_DEVICE, int64_t)[i]));
     TRY(id_or_str(c, &a[A_STREAM], &COL(X_STREAM, int64_t)[i], &flags, 4, &COL(X_STREAM_S, int32_t)[i]));
-    TRY(opt_float(&a[A_BYTES], NAN, &COL(X_BYTES, double)[i]));
-    TRY(opt_float(&a[A_REGISTERS], NAN, &COL(X_REGISTERS, double)[i]));
-    TRY(opt_float(&a[A_SHARED], NAN, &COL(X_SHARED, double)[i]));
-    TRY(opt_float(&a[A_OCCUPANCY], NAN, &COL(X_OCCUPANCY, double)[i]));
-    TRY(opt_float(&a[A_BPS], NAN, &COL(X_BPS, double)[i]));
-    TRY(opt_float(&a[A_WPS], NAN, &COL(X_WPS, double)[i]));
+    TRY(opt_float(c, &a[A_BYTES], NAN, &COL(X_BYTES, double)[i]));
+    TRY(opt_float(c, &a[A_REGISTERS], NAN, &COL(X_REGISTERS, double)[i]));
+    TRY(opt_float(c, &a[A_SHARED], NAN, &COL(X_SHARED, double)[i]));
+    TRY(opt_float(c, &a[A_OCCUPANCY], NAN, &COL(X_OCCUPANCY, double)[i]));
+    TRY(opt_float(c, &a[A_BPS], NAN, &COL(X_BPS, double)[i]));
+    TRY(opt_float(c, &a[A_WPS], NAN, &COL(X_WPS, double)[i]));
     TRY(opt_raw(c, &a[A_GRID], &COL(X_GRID, int32_t)[i]));
     TRY(opt_raw(c, &a[A_BLOCK], &COL(X_BLOCK, int32_t)[i]));
     TRY(opt_raw(c, &a[A_DIMS], &COL(X_DIMS, int32_t)[i]));
@@ -590,10 +588,10 @@ static int emit_instant(Ctx *c, const Ev *ev) {
     TRY(opt_str(c, &ev->top[K_NAME], &COL(M_NAME, int32_t)[i]));
     TRY(id_or_str(c, &ev->top[K_PID], &COL(M_PID, int64_t)[i], &flags, 1, &COL(M_PID_S, int32_t)[i]));
     TRY(id_or_str(c, &ev->top[K_TID], &COL(M_TID, int64_t)[i], &flags, 2, &COL(M_TID_S, int32_t)[i]));
-    TRY(opt_float(&ev->top[K_TS], NAN, &COL(M_TS, double)[i]));
-    TRY(opt_float(&a[A_MBYTES], NAN, &COL(M_BYTES, double)[i]));
-    TRY(opt_float(&a[A_TALLOC], NAN, &COL(M_ALLOC, double)[i]));
-    TRY(opt_float(&a[A_TRES], NAN, &COL(M_RES, double)[i]));
+    TRY(opt_float(c, &ev->top[K_TS], NAN, &COL(M_TS, double)[i]));
+    TRY(opt_float(c, &a[A_MBYTES], NAN, &COL(M_BYTES, double)[i]));
+    TRY(opt_float(c, &a[A_TALLOC], NAN, &COL(M_ALLOC, double)[i]));
+    TRY(opt_float(c, &a[A_TRES], NAN, &COL(M_RES, double)[i]));
     TRY(opt_int(&a[A_DTYPE], &COL(M_DTYPE, int64_t)[i]));
     TRY(opt_int(&a[A_DID], &COL(M_DID, int64_t)[i]));
     COL(M_FLAGS, uint8_t)[i] = flags;
@@ -613,7 +611,7 @@ static int emit_flow(Ctx *c, const Ev *ev, int start) {
     TRY(opt_int(&ev->top[K_ID], &COL(F_ID, int64_t)[i]));
     TRY(id_or_str(c, &ev->top[K_PID], &COL(F_PID, int64_t)[i], &flags, 1, &COL(F_PID_S, int32_t)[i]));
     TRY(id_or_str(c, &ev->top[K_TID], &COL(F_TID, int64_t)[i], &flags, 2, &COL(F_TID_S, int32_t)[i]));
-    TRY(opt_float(&ev->top[K_TS], NAN, &COL(F_TS, double)[i]));
+    TRY(opt_float(c, &ev->top[K_TS], NAN, &COL(F_TS, double)[i]));
     COL(F_START, uint8_t)[i] = (uint8_t)start;
     COL(F_FLAGS, uint8_t)[i] = flags;
     c->cnt[C_FLOW] = i + 1;
@@ -676,9 +674,30 @@ static int top_key(const uint8_t *s, size_t n) {
     }
 }
 
+/* The args keys by length, as index + 1 (0 ends a list): a key costs one or two memcmp.
+ * Constant, so concurrent scans (ctypes drops the GIL) share it without a race. */
+#define MAX_ARG_LEN 25
+#define K1(k) ((int8_t)((k) + 1))
+static const int8_t ARGS_BY_LEN[MAX_ARG_LEN + 1][5] = {
+    [4] = {K1(A_GRID)},
+    [5] = {K1(A_BYTES), K1(A_BLOCK), K1(A_MBYTES)},
+    [6] = {K1(A_DEVICE), K1(A_STREAM)},
+    [9] = {K1(A_PYID), K1(A_DID)},
+    [10] = {K1(A_DIMS), K1(A_TYPES), K1(A_CS)},
+    [11] = {K1(A_EXT), K1(A_CORR), K1(A_KF), K1(A_DTYPE)},
+    [12] = {K1(A_WPS)},
+    [13] = {K1(A_SHARED), K1(A_BPS)},
+    [14] = {K1(A_TRES)},
+    [15] = {K1(A_CONC), K1(A_TALLOC)},
+    [16] = {K1(A_MH), K1(A_PYPID)},
+    [20] = {K1(A_REGISTERS)},
+    [25] = {K1(A_OCCUPANCY)},
+};
+
 static int arg_key(const uint8_t *s, size_t n) {
-    for (int k = 0; k < N_ARGS; k++)
-        if (ARG_LENS[k] == n && !memcmp(s, ARG_KEYS[k], n)) return k;
+    if (n > MAX_ARG_LEN) return -1;
+    for (const int8_t *k = ARGS_BY_LEN[n]; *k; k++)
+        if (!memcmp(s, ARG_KEYS[*k - 1], n)) return *k - 1;
     return -1;
 }
 
@@ -738,10 +757,6 @@ static int scan_members(Ctx *c, Val *vals, int is_args, Ev *ev) {
     }
 }
 
-static void init_keys(void) {
-    if (ARG_LENS[0]) return;
-    for (int k = 0; k < N_ARGS; k++) ARG_LENS[k] = strlen(ARG_KEYS[k]);
-}
 
 /*
  * Scan one chunk. `mode`: bit 0 read flow events, bit 1 read the others.
@@ -749,13 +764,11 @@ static void init_keys(void) {
  * capacities, `cnt` receives N_COUNTS counts. Returns TP_OK or a refusal.
  */
 int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t *cap, int64_t *cnt) {
-    Ctx ctx = {data, data + n, data, col, cnt, cap, mode & 1, (mode >> 1) & 1};
+    Ctx ctx = {data, data + n, data, col, cnt, cap, mode & 1, (mode >> 1) & 1, strtod("0.5", NULL) == 0.5};
     Ctx *c = &ctx;
     int rc = TP_OK;
     Ev ev;
     memset(&ev, 0, sizeof ev);
-    init_keys();
-    c_locale = strtod("0.5", NULL) == 0.5;
     memset(cnt, 0, sizeof(int64_t) * N_COUNTS);
     memset(col[S_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_SSLOTS]);
     memset(col[R_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_RSLOTS]);
@@ -808,5 +821,9 @@ int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t 
     return rc;
 }
 
-/* For the loader: the layout this library was built with. */
-int tp_abi(void) { return N_COLUMNS * 1000 + N_COUNTS * 100 + N_CAPS; }
+/* For the loader: the layout this library was built with, or -1 if its key table is wrong. */
+int tp_abi(void) {
+    for (int k = 0; k < N_ARGS; k++)
+        if (arg_key((const uint8_t *)ARG_KEYS[k], strlen(ARG_KEYS[k])) != k) return -1;
+    return N_COLUMNS * 1000 + N_COUNTS * 100 + N_CAPS;
+}
