@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import columns
 from ..format import esc
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,6 +137,9 @@ def rankset_bundle(ranks: RankSet) -> dict[str, Any]:
     from .html import table_html
     from .ranks import rank_headers, rank_rows
 
-    body = table_html(rank_rows(ranks.table), rank_headers(), caption=f"{ranks.name}: {len(ranks)} ranks")
+    tips = [c.tip for c in columns.RANKS]
+    body = table_html(
+        rank_rows(ranks.table), rank_headers(), caption=f"{ranks.name}: {len(ranks)} ranks", tips=tips
+    )
     body += findings_html(ranks.straggler_findings)
     return {"text/plain": rankset_text(ranks), "text/html": _STATIC.format(body)}

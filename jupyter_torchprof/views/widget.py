@@ -23,14 +23,13 @@ server extension: nothing here loads it from a network.
 
 from __future__ import annotations
 
-import html
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 import numpy as np
 
-from ..format import fmt_count, headline_chips
+from ..format import esc, fmt_count, headline_chips
 from .memory import build_memory, has_memory
 from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
 from .timeline import Timeline
@@ -50,10 +49,6 @@ _GROUP_LABELS = {"name": "name", "shape": "input shape", "stack": "stack", "modu
 # HTML pieces (everything from the trace is escaped)
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def header_html(profile: Profile) -> str:
     """Run name and headline numbers as chips."""
     s = profile.summary
@@ -62,24 +57,24 @@ def header_html(profile: Profile) -> str:
     if s.get("rank") is not None and s.get("world_size"):
         chips.append(("rank", f"{s['rank']} of {s['world_size']}"))
     parts = ['<div class="jp-TorchProf-header">']
-    parts.append(f'<div class="jp-TorchProf-title">{_esc(profile.name)}</div>')
+    parts.append(f'<div class="jp-TorchProf-title">{esc(profile.name)}</div>')
     parts.append('<div class="jp-TorchProf-chips">')
     for label, value in chips:
         parts.append(
-            f'<span class="jp-TorchProf-chip"><span class="jp-TorchProf-chip-label">{_esc(label)}</span> '
-            f'<span class="jp-TorchProf-chip-value">{_esc(value)}</span></span>'
+            f'<span class="jp-TorchProf-chip"><span class="jp-TorchProf-chip-label">{esc(label)}</span> '
+            f'<span class="jp-TorchProf-chip-value">{esc(value)}</span></span>'
         )
     parts.append("</div>")
     if profile.error:
-        parts.append(f'<div class="jp-TorchProf-error">{_esc(profile.error)}</div>')
+        parts.append(f'<div class="jp-TorchProf-error">{esc(profile.error)}</div>')
     for note in profile.notes:
-        parts.append(f'<div class="jp-TorchProf-note">{_esc(note)}</div>')
+        parts.append(f'<div class="jp-TorchProf-note">{esc(note)}</div>')
     parts.append("</div>")
     return "".join(parts)
 
 
 def _details_html(pairs: list[tuple[str, str]]) -> str:
-    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in pairs)
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
     return f'<table class="jp-TorchProf-details">{rows}</table>'
 
 
@@ -143,7 +138,7 @@ class ProfileView(W.VBox):
         try:
             findings = getattr(self.profile, "findings", None)
         except Exception as exc:  # noqa: BLE001 - a failing rule must not hide the profile
-            return f'<div class="jp-TorchProf-note">{_esc(f"findings unavailable: {exc}")}</div>'
+            return f'<div class="jp-TorchProf-note">{esc(f"findings unavailable: {exc}")}</div>'
         if findings is None or len(findings) == 0:
             return ""
         from .findings import findings_html
@@ -290,7 +285,7 @@ class ProfileView(W.VBox):
                 f" · {fmt_count(tl.machinery_hidden)} Python frames of the kernel machinery hidden "
                 "(Profile.view(all_frames=True) shows them)"
             )
-        self.tl_hint = W.HTML(f'<div class="jp-TorchProf-hint">{_esc(hint)}</div>')
+        self.tl_hint = W.HTML(f'<div class="jp-TorchProf-hint">{esc(hint)}</div>')
         self.tl_detail = W.HTML()
         self.tl_detail.add_class("jp-TorchProf-detail")
         tl.on_pick = lambda pairs: setattr(self.tl_detail, "value", _details_html(pairs))
@@ -308,7 +303,7 @@ class ProfileView(W.VBox):
 
     @staticmethod
     def _sync_table_footer(table: OpTable | KernelTable, status: W.HTML, button: W.Button) -> None:
-        status.value = _esc(table.status())
+        status.value = esc(table.status())
         matched = table.matched
         if table.limit > DEFAULT_ROWS:
             button.description = f"top {DEFAULT_ROWS}"
@@ -350,7 +345,7 @@ class ProfileView(W.VBox):
                 f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(n_linked)} linked "
                 f"launch/kernel event(s); {fmt_count(drawn)} outlined in the timeline"
             )
-            label.value = _esc(text)
+            label.value = esc(text)
             if which == "ops":
                 self._op_rows = rows
             else:
