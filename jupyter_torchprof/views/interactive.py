@@ -10,6 +10,7 @@ import importlib.util
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,40 +55,42 @@ def interactive_bundle(profile: Profile, include: Any = None, exclude: Any = Non
     A failure to build the view never hides the profile: it is reported as a
     warning and the static output stays.
     """
-    if (include and WIDGET_MIME not in include) or (exclude and WIDGET_MIME in exclude):
-        return {}
-    if not widgets_available():
-        return {}
-    try:
+
+    def build() -> Any:
         from .widget import ProfileView
 
-        view = ProfileView(profile)
-    except Exception as exc:  # noqa: BLE001 - the static view must survive any bug here
-        warnings.warn(
-            f"torchprof: the interactive view could not be built ({type(exc).__name__}: {exc}); "
-            "showing the static table",
-            stacklevel=2,
-        )
-        return {}
-    bundle = view._repr_mimebundle_() or {}
-    return {WIDGET_MIME: bundle[WIDGET_MIME]} if WIDGET_MIME in bundle else {}
+        return ProfileView(profile)
+
+    return _widget_part(build, "the interactive view", "the static table", include, exclude)
 
 
 def comparison_widget_part(
     comparison: Comparison, include: Any = None, exclude: Any = None
 ) -> dict[str, Any]:
     """The eager | compiled | diff widget part of a comparison's mimebundle ({} where it cannot show)."""
+
+    def build() -> Any:
+        from .compare import ComparisonView
+
+        return ComparisonView(comparison)
+
+    return _widget_part(build, "the comparison view", "static tables", include, exclude)
+
+
+def _widget_part(
+    build: Callable[[], Any], what: str, instead: str, include: Any, exclude: Any
+) -> dict[str, Any]:
+    """``{WIDGET_MIME: ...}`` of the widget ``build()`` makes, or {} where it cannot show or fails to build."""
     if (include and WIDGET_MIME not in include) or (exclude and WIDGET_MIME in exclude):
         return {}
     if not widgets_available():
         return {}
     try:
-        from .compare import ComparisonView
-
-        view = ComparisonView(comparison)
+        view = build()
     except Exception as exc:  # noqa: BLE001 - the static view must survive any bug here
         warnings.warn(
-            f"torchprof: the comparison view could not be built ({exc}); showing static tables", stacklevel=2
+            f"torchprof: {what} could not be built ({type(exc).__name__}: {exc}); showing {instead}",
+            stacklevel=4,
         )
         return {}
     part = view._repr_mimebundle_() or {}

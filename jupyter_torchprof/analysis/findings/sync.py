@@ -31,7 +31,7 @@ from ...trace import categories as K
 from .intervals import merge
 from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
-from .vocab import cause_label, parse_copy_name
+from .vocab import SYNC_OPS, cause_label, parse_copy_name
 
 #: Host calls that block until the device has finished the work queued before.
 BLOCKING_CALL = re.compile(
@@ -40,16 +40,6 @@ BLOCKING_CALL = re.compile(
 )
 #: Driver sync records that are a wait on the device, not of the host.
 DEVICE_SIDE_SYNC = ("Stream Wait Event",)
-#: Ops that must bring a value to the host (and so wait for the device).
-SYNC_OPS = (
-    "aten::item",
-    "aten::_local_scalar_dense",
-    "aten::nonzero",
-    "aten::masked_select",
-    "aten::_unique2",
-    "aten::unique_consecutive",
-    "aten::repeat_interleave",
-)
 
 
 def is_blocking_call(name: str) -> bool:

@@ -16,8 +16,8 @@ from .model import Inputs
 COPY_NAME = re.compile(
     r"memcpy\s+(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD|AtoH|HtoA)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I
 )
-#: Ops that explain why a copy or a sync happened, checked outermost first.
-TRIGGERS = (
+#: Ops that must bring a value to the host (and so wait for the device).
+SYNC_OPS = (
     "aten::item",
     "aten::_local_scalar_dense",
     "aten::nonzero",
@@ -25,10 +25,9 @@ TRIGGERS = (
     "aten::_unique2",
     "aten::unique_consecutive",
     "aten::repeat_interleave",
-    "aten::to",
-    "aten::_to_copy",
-    "aten::copy_",
 )
+#: Ops that explain why a copy or a sync happened, checked outermost first.
+TRIGGERS = (*SYNC_OPS, "aten::to", "aten::_to_copy", "aten::copy_")
 
 
 def parse_copy_name(name: str) -> tuple[str, str, str]:
