@@ -403,3 +403,31 @@ def test_concurrent_parses_identical(tmp_path: Path, monkeypatch: pytest.MonkeyP
             results = list(pool.map(lambda _: parser.parse_bytes(data, str(path)), range(8)))
     for result in results:
         assert_same(alone, result, tables=False)
+
+
+@pytest.mark.parametrize(
+    "name", ["mi250_rocm_train.pt.trace.json.gz", "gp100_sgd_step_user_annotation.pt.trace.json.gz"]
+)
+def test_mutated_real_traces_identical(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real traces with a few bytes changed, inserted or deleted: the same result or the same error."""
+    import random
+
+    path = real_trace(name)
+    _require_native(monkeypatch)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 2048)
+    text = read_trace_bytes(path)
+    rng = random.Random(name)
+    alphabet = b'{}[]",:\\0123456789.eE-+ \n\tnulltrueXMisf\xff\xc3\xa9\x1f'
+    used = Counter()
+    for _ in range(40):
+        b = bytearray(text)
+        for _ in range(rng.randint(1, 4)):
+            i, op = rng.randrange(len(b) // 10, len(b) - 200), rng.random()
+            if op < 0.5:
+                b[i] = rng.choice(alphabet)
+            elif op < 0.8:
+                b.insert(i, rng.choice(alphabet))
+            else:
+                del b[i]
+        used.update(_compare(bytes(b), None, monkeypatch, defer_flows=rng.random() < 0.5))
+    assert used["native"] > 40 and len(used) > 2, used  # native chunks, and refusals of more than one kind
