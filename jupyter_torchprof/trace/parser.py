@@ -23,6 +23,13 @@ The work is split so that no Python code runs once per event per column:
    flows-only pass runs when some id is missing (`_flows_needed`) or when
    someone asks for them (`read_flows`).
 
+Where a C compiler is (see `native`), steps 2-4 run instead in C: one pass
+over each chunk's bytes writes its columns and per-chunk tables of distinct
+strings, which are mapped to the interners once per distinct value. A chunk
+the C scanner does not fully understand is refused and takes the path below,
+so both paths give the same `TraceData` (``TORCHPROF_NATIVE=0`` forces this
+one).
+
 A chunk that breaks the typed schema anywhere is decoded again with loose
 structs and coerced column by column (see `schema`), and a chunk holding
 items that are not events at all is decoded item by item; events that
