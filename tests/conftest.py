@@ -72,3 +72,16 @@ def pytest_collection_modifyitems(config, items):
             for item in items:
                 if "gpu" in item.keywords:
                     item.add_marker(skip)
+
+
+def pytest_unconfigure(config):
+    """Make the interpreter's exit quick after a suite that made many IPython shells.
+
+    At exit each InteractiveShell the tests created runs IPython's reset,
+    whose ``gc.collect()`` walks the whole heap once per shell: minutes of
+    CPU for the full suite, after every test has passed. Nothing is left to
+    free by then, so the heap is frozen out of the collector's reach.
+    """
+    import gc
+
+    gc.freeze()
