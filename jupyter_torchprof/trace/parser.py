@@ -64,7 +64,7 @@ from ..errors import TraceError
 from . import categories as K
 from . import native as _native
 from .progress import report
-from .reader import full_disk, gc_paused, iter_trace_bytes, read_trace_bytes
+from .reader import full_disk, gc_paused, iter_trace_bytes, read_ahead, read_trace_bytes
 from .schema import (
     DOCUMENT_DECODER,
     EVENTS_DECODER,
@@ -1399,7 +1399,7 @@ def _stream_into(builder: _Builder, path: str | Path, meta: TraceMeta) -> None:
     """Feed the events of the file at ``path`` to ``builder`` as it is read; read its top level into ``meta``."""
     prefix: bytes | None = None
     buf = bytearray()
-    for piece in iter_trace_bytes(path, phase="parsing"):
+    for piece in read_ahead(iter_trace_bytes(path, phase="parsing")):
         buf += piece
         if prefix is None:
             m = _EVENTS_KEY.search(buf, 0, 1 << 20)

@@ -7,10 +7,13 @@ over mutated documents).
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import os
+import queue
 import re
 import stat
+import threading
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -337,3 +340,62 @@ def _short(msg: str, limit: int = 160) -> str:
 def read_trace(path: str | Path, max_bytes: int | None = None) -> Any:
     """Read and decode a trace file into its JSON document."""
     return decode_json(read_trace_bytes(path, max_bytes), path)
+
+
+def read_ahead(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """``pieces``, produced up to ``depth`` ahead in a thread of their own.
+
+    Reading and inflating release the GIL, so the next piece inflates
+    while this one is parsed. Whatever the producer raises is raised here,
+    at the piece it stood for; leaving early (an error in the parse, a
+    Ctrl-C) stops the producer and closes the file. The producer runs in a
+    copy of the caller's context, so its progress reports reach the caller's sink.
+    """
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for piece in pieces:
+                if not put(piece):
+                    return
+            put(end)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            put(_Raised(exc))
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(produce,), name="torchprof-read-ahead", daemon=True
+    )
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, _Raised):
+                raise item.exc
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+class _Raised:
+    """An exception the read-ahead thread met, carried to the consumer."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
