@@ -17,7 +17,6 @@ id can never name a path outside the store.
 
 from __future__ import annotations
 
-import errno
 import gzip
 import json
 import math
@@ -35,6 +34,7 @@ from typing import Any
 
 from . import columns
 from .errors import disk_error
+from .safe_files import UnfitFile, read_small_file
 
 RUN_FILE = "run.json"
 TRACE_NAME = "trace.json.gz"
@@ -118,47 +118,9 @@ def _discard(tmp: Path) -> None:
         pass
 
 
-class UnfitFile(ValueError):
-    """A file that is not read: a symlink, not a regular file, or too large."""
-
-
 def _first_line(exc: BaseException, limit: int = 100) -> str:
     text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def read_small_file(path: Path, limit: int) -> bytes:
-    """The bytes of a plain file, refusing symlinks, FIFOs, devices and files over ``limit``.
-
-    Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``, so a
-    FIFO can never block the caller (a server's event loop, a listing).
-
-    Raises
-    ------
-    FileNotFoundError
-        No such file.
-    UnfitFile
-        Anything else that makes the file unfit, in words.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or path.is_symlink():
-            raise UnfitFile("is a symlink; not followed") from None
-        raise UnfitFile(f"cannot be opened ({exc.strerror or exc})") from None
-    with open(fd, "rb", closefd=True) as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise UnfitFile("is not a regular file (a pipe, a device or a folder)")
-        if st.st_size > limit:
-            raise UnfitFile(f"is {st.st_size / 2**20:.1f} MiB, too large to be a run's record")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise UnfitFile(f"is over {limit / 2**20:.0f} MiB, too large to be a run's record")
-    return data
 
 
 def _info_problem(data: dict[str, Any]) -> str | None:
@@ -383,7 +345,7 @@ class RunStore:
         """
         run_dir = self.root / run_id
         try:
-            data = json.loads(read_small_file(run_dir / RUN_FILE, MAX_INFO_BYTES))
+            data = json.loads(read_small_file(run_dir / RUN_FILE, MAX_INFO_BYTES, "a run's record"))
         except FileNotFoundError:
             return self._damaged(run_id, "run.json is missing")
         except UnfitFile as exc:

@@ -26,7 +26,7 @@ NAME = "jupyter_torchprof"
 
 #: Layer of each top-level part of the package, lowest first (a module may import its own layer or below).
 LAYERS: dict[str, int] = {
-    "_version": 0, "errors": 0, "format": 0, "columns": 0,
+    "_version": 0, "errors": 0, "format": 0, "columns": 0, "safe_files": 0,
     "trace": 1,
     "analysis": 2,
     "capture": 2,  # imports what analysis may; who imports it is checked apart

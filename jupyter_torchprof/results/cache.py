@@ -29,12 +29,10 @@ it occupies before reading it.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import io
 import json
 import math
 import os
-import stat
 import warnings
 import zipfile
 import zlib
@@ -48,6 +46,7 @@ import pandas as pd
 
 from ..analysis import ops as ops_mod
 from ..analysis.memory import memory_peaks
+from ..safe_files import UnfitFile, read_small_file
 from ..trace.files import parse_with_device
 from ..trace.parser import TraceData, TraceMeta
 from .profile import CaptureInfo, Profile
@@ -242,22 +241,10 @@ def _pack(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
 
 def _read_regular(path: Path, limit: int) -> bytes:
     """The bytes of ``path`` itself: no symlink followed, no FIFO or device opened for long."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise CacheProblem("is a symlink; not followed") from None
-        raise CacheProblem(f"cannot be opened ({exc.strerror or exc})") from None
-    with open(fd, "rb", closefd=True) as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise CacheProblem("is not a regular file")
-        if st.st_size > limit:
-            raise CacheProblem(f"is {st.st_size / 2**20:.0f} MiB, too large to be a table cache")
-        return fh.read(limit + 1)
+        return read_small_file(path, limit, "a table cache")
+    except UnfitFile as exc:
+        raise CacheProblem(str(exc)) from None
 
 
 def _checked_array(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:

@@ -1,0 +1,51 @@
+"""Reading small files someone else may have put there: a run's record, a kept table cache.
+
+The run store and the server read files in folders a user (or anything
+else) can write to: a symlink out of the folder, a FIFO that never ends or a
+file of gigabytes must cost one clear line, never a hang or a read outside.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class UnfitFile(ValueError):
+    """A file that is not read: a symlink, not a regular file, or too large."""
+
+
+def read_small_file(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a plain file, refusing symlinks, FIFOs, devices and files over ``limit``.
+
+    Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``, so a
+    FIFO can never block the caller (a server's event loop, a listing).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    UnfitFile
+        Anything else that makes the file unfit, in words.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise UnfitFile("is a symlink; not followed") from None
+        raise UnfitFile(f"cannot be opened ({exc.strerror or exc})") from None
+    with open(fd, "rb", closefd=True) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise UnfitFile("is not a regular file (a pipe, a device or a folder)")
+        if st.st_size > limit:
+            raise UnfitFile(f"is {st.st_size / 2**20:.1f} MiB, too large to be {what}")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise UnfitFile(f"is over {limit / 2**20:.0f} MiB, too large to be {what}")
+    return data
