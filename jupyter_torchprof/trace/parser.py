@@ -64,7 +64,14 @@ from ..errors import TraceError
 from . import categories as K
 from . import native as _native
 from .progress import report
-from .reader import full_disk, gc_paused, iter_trace_bytes, read_ahead, read_trace_bytes
+from .reader import (
+    full_disk,
+    gc_paused,
+    give_back_memory,
+    iter_trace_bytes,
+    read_ahead,
+    read_trace_bytes,
+)
 from .schema import (
     DOCUMENT_DECODER,
     EVENTS_DECODER,
@@ -892,6 +899,7 @@ def parse_bytes(
             events, memory, flows = _parse_events(data, doc.traceEvents, meta, True, defer_flows)
         del doc
     _warn_skipped(meta)
+    give_back_memory()
     return TraceData(events=events, memory=memory, flows=flows, meta=meta)
 
 
@@ -1385,6 +1393,7 @@ def parse_streaming(path: str | Path) -> TraceData:
     except (_NotStreamable, _MisSplit):
         return parse_bytes(read_trace_bytes(path), path)
     _warn_skipped(meta)
+    give_back_memory()
     return TraceData(events=events, memory=memory, flows=flows, meta=meta)
 
 

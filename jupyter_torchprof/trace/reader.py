@@ -8,6 +8,7 @@ over mutated documents).
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import gc
 import os
 import queue
@@ -399,3 +400,24 @@ class _Raised:
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
+
+
+def give_back_memory() -> None:
+    """Return the memory a parse freed to the system (glibc only; nothing elsewhere).
+
+    Decoding a chunk makes and frees millions of small objects; glibc keeps
+    what they used in its arenas, so a process that parsed 300 MB of JSON
+    stayed at its peak (360 MB for 90 MB of columns) until the tables
+    needed more. ``malloc_trim`` hands it back (about 10 ms).
+    """
+    global _trim
+    if _trim is None:
+        try:
+            _trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim:
+        _trim(0)
+
+
+_trim: Any = None
