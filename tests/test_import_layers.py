@@ -9,8 +9,9 @@ private (underscore) name.
 Every ``import`` statement of every module is read with `ast`, wherever it
 stands: at the top, inside a function, under ``if TYPE_CHECKING:``. A
 function-level import is an edge like any other (it runs, just later); an
-import under ``TYPE_CHECKING`` never runs, so it may not close a cycle but
-must still point down.
+import under ``TYPE_CHECKING`` never runs, so it does not count towards a
+cycle (``results.profile_diff`` names `Profile` in its annotations while
+``Profile.diff`` builds a `ProfileDiff`), but it must still point down.
 """
 
 from __future__ import annotations
