@@ -154,13 +154,7 @@ class ProfileView(W.VBox):
         return bm
 
     def _ops_page(self) -> W.Widget:
-        table = self.ops
-        self.op_filter = W.Text(
-            placeholder="filter ops: substring, or regex like ^aten::(mm|addmm)$",
-            continuous_update=True,
-            layout=W.Layout(width="380px"),
-        )
-        self.op_filter.add_class("jp-TorchProf-filter")
+        page = TablePage(self.profile, self.ops, "filter ops: substring, or regex like ^aten::(mm|addmm)$")
         groups = available_groupings(self.profile)
         self.op_group = W.ToggleButtons(
             options=[(_GROUP_LABELS[g], g) for g in groups],
@@ -177,55 +171,21 @@ class ProfileView(W.VBox):
             tooltips=["time in the op itself", "time in the op and everything it called"],
         )
         self.op_mode.add_class("jp-TorchProf-toggle")
-        self.op_per_step = _per_step_toggle(self.profile)
-        self.op_status = W.HTML()
-        self.op_status.add_class("jp-TorchProf-status")
-        self.op_all = W.Button(description="show all", layout=W.Layout(width="auto"))
-        self.op_all.add_class("jp-TorchProf-button")
-        self.op_selection = W.HTML()
-        self.op_selection.add_class("jp-TorchProf-selection")
-        self.op_goto = W.Button(
-            description="show in timeline", icon="arrow-right", layout=W.Layout(width="auto")
+        self.op_group.observe(lambda ch: page.refresh(group_by=ch["new"]), "value")
+        self.op_mode.observe(lambda ch: page.refresh(mode=ch["new"]), "value")
+        self.op_page = page
+        self.op_filter, self.op_per_step = page.filter, page.per_step
+        self.op_status, self.op_all, self.op_selection, self.op_goto = (
+            page.status,
+            page.all,
+            page.selection,
+            page.goto,
         )
-        self.op_goto.add_class("jp-TorchProf-button")
-        self.op_goto.layout.display = "none"
-        self._op_rows = np.array([], dtype=np.int64)
-
-        def refresh(**changes: Any) -> None:
-            table.update(**changes)
-            self._sync_table_footer(table, self.op_status, self.op_all)
-            self._clear_selection(self.op_selection, self.op_goto)
-
-        self.op_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
-        self.op_group.observe(lambda ch: refresh(group_by=ch["new"]), "value")
-        self.op_mode.observe(lambda ch: refresh(mode=ch["new"]), "value")
-        self.op_per_step.observe(lambda ch: refresh(per_step=ch["new"]), "value")
-        self.op_all.on_click(
-            lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS)
-        )
-        self.op_goto.on_click(lambda _: self._goto(self._op_rows))
-        table.source.selected.on_change("indices", self._table_selection("ops"))
-        self._sync_table_footer(table, self.op_status, self.op_all)
-
-        controls = W.HBox([self.op_filter, self.op_group, self.op_mode, self.op_per_step])
-        controls.add_class("jp-TorchProf-controls")
-        footer = W.HBox([self.op_status, self.op_all])
-        footer.add_class("jp-TorchProf-footer")
-        sel = W.HBox([self.op_selection, self.op_goto])
-        sel.add_class("jp-TorchProf-selectionbox")
-        page = W.VBox([controls, self._bokeh_model(table.model, "jp-TorchProf-optable"), footer, sel])
-        page.add_class("jp-TorchProf-page")
-        return page
+        return self._table_page(page, [self.op_group, self.op_mode], "ops", "jp-TorchProf-optable")
 
     def _kernels_page(self) -> W.Widget:
-        table = self.kernels
-        assert table is not None
-        self.k_filter = W.Text(
-            placeholder="filter kernels: substring, or regex like gemm|conv",
-            continuous_update=True,
-            layout=W.Layout(width="380px"),
-        )
-        self.k_filter.add_class("jp-TorchProf-filter")
+        assert self.kernels is not None
+        page = TablePage(self.profile, self.kernels, "filter kernels: substring, or regex like gemm|conv")
         modules = list(self.profile.modules["module"]) if not self.profile.modules.empty else []
         # Module → its kernels: only where modules were recorded (--modules, --stack).
         self.k_module = W.Dropdown(
@@ -236,42 +196,22 @@ class ProfileView(W.VBox):
             style={"description_width": "initial"},
         )
         self.k_module.add_class("jp-TorchProf-module")
-        self.k_per_step = _per_step_toggle(self.profile)
-        self.k_status = W.HTML()
-        self.k_status.add_class("jp-TorchProf-status")
-        self.k_all = W.Button(description="show all", layout=W.Layout(width="auto"))
-        self.k_all.add_class("jp-TorchProf-button")
-        self.k_selection = W.HTML()
-        self.k_selection.add_class("jp-TorchProf-selection")
-        self.k_goto = W.Button(
-            description="show in timeline", icon="arrow-right", layout=W.Layout(width="auto")
+        self.k_module.observe(lambda ch: page.refresh(module=ch["new"]), "value")
+        self.k_page = page
+        self.k_filter, self.k_per_step = page.filter, page.per_step
+        self.k_status, self.k_all, self.k_selection, self.k_goto = (
+            page.status,
+            page.all,
+            page.selection,
+            page.goto,
         )
-        self.k_goto.add_class("jp-TorchProf-button")
-        self.k_goto.layout.display = "none"
-        self._k_rows = np.array([], dtype=np.int64)
+        return self._table_page(page, [self.k_module], "kernels", "jp-TorchProf-kerneltable")
 
-        def refresh(**changes: Any) -> None:
-            table.update(**changes)
-            self._sync_table_footer(table, self.k_status, self.k_all)
-            self._clear_selection(self.k_selection, self.k_goto)
-
-        self.k_filter.observe(lambda ch: refresh(pattern=ch["new"]), "value")
-        self.k_module.observe(lambda ch: refresh(module=ch["new"]), "value")
-        self.k_per_step.observe(lambda ch: refresh(per_step=ch["new"]), "value")
-        self.k_all.on_click(lambda _: refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS))
-        self.k_goto.on_click(lambda _: self._goto(self._k_rows))
-        table.source.selected.on_change("indices", self._table_selection("kernels"))
-        self._sync_table_footer(table, self.k_status, self.k_all)
-
-        controls = W.HBox([self.k_filter, self.k_module, self.k_per_step])
-        controls.add_class("jp-TorchProf-controls")
-        footer = W.HBox([self.k_status, self.k_all])
-        footer.add_class("jp-TorchProf-footer")
-        sel = W.HBox([self.k_selection, self.k_goto])
-        sel.add_class("jp-TorchProf-selectionbox")
-        page = W.VBox([controls, self._bokeh_model(table.model, "jp-TorchProf-kerneltable"), footer, sel])
-        page.add_class("jp-TorchProf-page")
-        return page
+    def _table_page(self, page: TablePage, extra: list[W.Widget], which: str, cls: str) -> W.Widget:
+        """Wire a table page to the timeline (selection, "show in timeline") and lay it out."""
+        page.goto.on_click(lambda _: self._goto(page.rows))
+        page.table.source.selected.on_change("indices", self._table_selection(which))
+        return page.layout(extra, self._bokeh_model(page.table.model, cls))
 
     def _timeline_page(self) -> W.Widget:
         tl = self.timeline
@@ -301,25 +241,6 @@ class ProfileView(W.VBox):
 
     # -- behaviour ------------------------------------------------------------
 
-    @staticmethod
-    def _sync_table_footer(table: OpTable | KernelTable, status: W.HTML, button: W.Button) -> None:
-        status.value = esc(table.status())
-        matched = table.matched
-        if table.limit > DEFAULT_ROWS:
-            button.description = f"top {DEFAULT_ROWS}"
-            button.layout.display = None
-        elif matched > len(table.shown):
-            n = min(matched, MAX_ROWS)
-            button.description = f"show all {fmt_count(n)}" if n == matched else f"show {fmt_count(n)}"
-            button.layout.display = None
-        else:
-            button.layout.display = "none"
-
-    @staticmethod
-    def _clear_selection(label: W.HTML, button: W.Button) -> None:
-        label.value = ""
-        button.layout.display = "none"
-
     def _table_selection(self, which: str) -> Any:
         last: list[tuple[int, ...]] = [()]
 
@@ -328,11 +249,10 @@ class ProfileView(W.VBox):
             if key == last[0]:
                 return  # the same change delivered twice, or echoed back
             last[0] = key
-            table = self.ops if which == "ops" else self.kernels
-            label = self.op_selection if which == "ops" else self.k_selection
-            button = self.op_goto if which == "ops" else self.k_goto
-            if not key or table is None:
-                self._clear_selection(label, button)
+            page = self.op_page if which == "ops" else self.k_page
+            table, label, button = page.table, page.selection, page.goto
+            if not key:
+                page.clear_selection()
                 self.timeline.highlight(np.array([], dtype=np.int64))
                 return
             rows = np.unique(np.concatenate([table.event_rows(i) for i in key]))
@@ -346,10 +266,7 @@ class ProfileView(W.VBox):
                 f"launch/kernel event(s); {fmt_count(drawn)} outlined in the timeline"
             )
             label.value = esc(text)
-            if which == "ops":
-                self._op_rows = rows
-            else:
-                self._k_rows = rows
+            page.rows = rows
             button.layout.display = None if drawn else "none"
 
         return handler
@@ -371,6 +288,78 @@ class ProfileView(W.VBox):
         for widget in _widget_tree(self)[1:]:
             widget.close()
         super().close()
+
+
+class TablePage:
+    """What the op and kernel pages share around their table.
+
+    A filter (substring or regex) and the totals | per step toggle before
+    the page's own controls; under the table, the status line with its "show
+    all" button, and the selection line with "show in timeline".
+    """
+
+    def __init__(self, profile: Profile, table: OpTable | KernelTable, placeholder: str) -> None:
+        self.table = table
+        self.filter = W.Text(placeholder=placeholder, continuous_update=True, layout=W.Layout(width="380px"))
+        self.filter.add_class("jp-TorchProf-filter")
+        self.per_step = _per_step_toggle(profile)
+        self.status = W.HTML()
+        self.status.add_class("jp-TorchProf-status")
+        self.all = W.Button(description="show all", layout=W.Layout(width="auto"))
+        self.all.add_class("jp-TorchProf-button")
+        self.selection = W.HTML()
+        self.selection.add_class("jp-TorchProf-selection")
+        self.goto = W.Button(
+            description="show in timeline", icon="arrow-right", layout=W.Layout(width="auto")
+        )
+        self.goto.add_class("jp-TorchProf-button")
+        self.goto.layout.display = "none"
+        #: Events of the rows selected in the table (what "show in timeline" zooms to).
+        self.rows = np.array([], dtype=np.int64)
+        self.filter.observe(lambda ch: self.refresh(pattern=ch["new"]), "value")
+        self.per_step.observe(lambda ch: self.refresh(per_step=ch["new"]), "value")
+        self.all.on_click(
+            lambda _: self.refresh(limit=DEFAULT_ROWS if table.limit > DEFAULT_ROWS else MAX_ROWS)
+        )
+        self.sync_footer()
+
+    def refresh(self, **changes: Any) -> None:
+        """Apply ``changes`` to the table (`OpTable.update`), then its footer; the selection is gone."""
+        self.table.update(**changes)
+        self.sync_footer()
+        self.clear_selection()
+
+    def sync_footer(self) -> None:
+        """The status line, and "show all" / "top N" as the rows shown call for."""
+        table, button = self.table, self.all
+        self.status.value = esc(table.status())
+        matched = table.matched
+        if table.limit > DEFAULT_ROWS:
+            button.description = f"top {DEFAULT_ROWS}"
+            button.layout.display = None
+        elif matched > len(table.shown):
+            n = min(matched, MAX_ROWS)
+            button.description = f"show all {fmt_count(n)}" if n == matched else f"show {fmt_count(n)}"
+            button.layout.display = None
+        else:
+            button.layout.display = "none"
+
+    def clear_selection(self) -> None:
+        """No selection line, no "show in timeline"."""
+        self.selection.value = ""
+        self.goto.layout.display = "none"
+
+    def layout(self, extra: list[W.Widget], table_widget: W.Widget) -> W.VBox:
+        """The page: filter, ``extra`` controls, per-step toggle; the table; status; selection."""
+        controls = W.HBox([self.filter, *extra, self.per_step])
+        controls.add_class("jp-TorchProf-controls")
+        footer = W.HBox([self.status, self.all])
+        footer.add_class("jp-TorchProf-footer")
+        sel = W.HBox([self.selection, self.goto])
+        sel.add_class("jp-TorchProf-selectionbox")
+        page = W.VBox([controls, table_widget, footer, sel])
+        page.add_class("jp-TorchProf-page")
+        return page
 
 
 def _per_step_toggle(profile: Profile) -> W.ToggleButtons:
