@@ -27,6 +27,7 @@ import datetime as _dt
 import math
 import secrets
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -336,128 +337,16 @@ def _profile_sections(
 # the page
 
 
-_CSS = """
-:root {
-  color-scheme: light dark;
-  --jp-ui-font-color1: #1f2328; --jp-ui-font-color2: #656d76; --jp-border-color1: #b8bec6;
-  --jp-border-color2: #e3e6ea; --jp-layout-color0: #ffffff; --jp-layout-color1: #f6f8fa;
-  --jp-layout-color2: #eef1f4; --tp-accent: #0969da; --tp-bar: rgba(9, 105, 218, 0.16);
-  --tp-high: #b00020; --tp-medium: #9a5b00; --tp-info: #0b6bcb;
-}
-@media (prefers-color-scheme: dark) {
-  :root {
-    --jp-ui-font-color1: #e6edf3; --jp-ui-font-color2: #9aa4ae; --jp-border-color1: #4a525c;
-    --jp-border-color2: #30363d; --jp-layout-color0: #0d1117; --jp-layout-color1: #161b22;
-    --jp-layout-color2: #1f262e; --tp-accent: #58a6ff; --tp-bar: rgba(88, 166, 255, 0.22);
-    --tp-high: #ff7b72; --tp-medium: #e3b341; --tp-info: #79c0ff;
-  }
-}
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--jp-layout-color0); color: var(--jp-ui-font-color1);
-  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1500px; margin: 0 auto; padding: 16px 24px 48px; }
-header h1 { font-size: 22px; margin: 4px 0 2px; word-break: break-all; }
-h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid var(--jp-border-color2); padding-bottom: 4px; }
-h3 { font-size: 16px; margin: 20px 0 6px; }
-section { scroll-margin-top: 44px; }
-.tp-sub, .tp-muted, .tp-facts { color: var(--jp-ui-font-color2); margin: 4px 0; }
-nav { position: sticky; top: 0; z-index: 5; background: var(--jp-layout-color0);
-  border-bottom: 1px solid var(--jp-border-color2); padding: 6px 0; margin-bottom: 8px; }
-nav a { color: var(--tp-accent); text-decoration: none; margin-right: 14px; white-space: nowrap; }
-nav a:hover { text-decoration: underline; }
-.tp-chips { display: flex; flex-wrap: wrap; gap: 6px; margin: 8px 0; }
-.tp-chip { background: var(--jp-layout-color2); border-radius: 12px; padding: 2px 10px; white-space: nowrap; }
-.tp-label { color: var(--jp-ui-font-color2); }
-.tp-warn { color: var(--tp-medium); margin: 2px 0; }
-.tp-error { color: var(--tp-high); margin: 2px 0; }
-.tp-headline { margin: 6px 0; padding-left: 18px; }
-.tp-noscript { border: 1px solid #e0a000; background: #fff8e1; color: #5d4200; padding: 6px 10px; border-radius: 4px; }
-ul.tp-findings { list-style: none; padding: 0; margin: 4px 0; }
-ul.tp-findings li { margin: 3px 0; }
-ul.tp-findings summary { cursor: pointer; }
-.tp-detail { margin: 4px 0 8px 22px; color: var(--jp-ui-font-color2); white-space: pre-line; }
-.tp-sev { display: inline-block; min-width: 7em; font-weight: 600; text-transform: uppercase; font-size: 12px; }
-.tp-sev-high .tp-sev { color: var(--tp-high); }
-.tp-sev-medium .tp-sev { color: var(--tp-medium); }
-.tp-sev-info .tp-sev { color: var(--tp-info); }
-.tp-sev-not-checked { color: var(--jp-ui-font-color2); }
-.tp-tablewrap { max-height: 70vh; overflow: auto; border: 1px solid var(--jp-border-color2); border-radius: 4px; }
-table.tp-sortable { border-collapse: separate; border-spacing: 0; width: 100%; font-size: 13px;
-  font-variant-numeric: tabular-nums; }
-.tp-compact { display: inline-block; max-width: 100%; vertical-align: top; margin: 0 12px 12px 0; }
-.tp-compact table.tp-sortable { width: auto; }
-table.tp-sortable caption { caption-side: top; text-align: left; padding: 6px 8px;
-  color: var(--jp-ui-font-color2); background: var(--jp-layout-color1); }
-table.tp-sortable th { position: sticky; top: 0; z-index: 1; background: var(--jp-layout-color2);
-  border-bottom: 1px solid var(--jp-border-color1); text-align: left; padding: 0; white-space: nowrap; }
-table.tp-sortable th.tp-num { text-align: right; }
-table.tp-sortable th button { all: unset; display: block; box-sizing: border-box; width: 100%;
-  padding: 5px 8px; cursor: pointer; font-weight: 600; }
-table.tp-sortable th button:focus-visible { outline: 2px solid var(--tp-accent); outline-offset: -2px; }
-table.tp-sortable th[aria-sort] button { color: var(--tp-accent); }
-table.tp-sortable th[aria-sort="descending"] button::after { content: " ▼"; font-size: 10px; }
-table.tp-sortable th[aria-sort="ascending"] button::after { content: " ▲"; font-size: 10px; }
-table.tp-sortable td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color2); white-space: nowrap; }
-table.tp-sortable tbody tr:nth-child(even) { background: var(--jp-layout-color1); }
-table.tp-sortable tbody tr:hover { background: var(--jp-layout-color2); }
-td.tp-num { text-align: right; }
-td.tp-name { max-width: 56ch; overflow: hidden; text-overflow: ellipsis; }
-td.tp-pct { background-image: linear-gradient(90deg, var(--tp-bar) var(--p, 0%), transparent var(--p, 0%));
-  background-repeat: no-repeat; }
-.tp-timeline { min-height: 120px; }
-.tp-lod { margin: 4px 0 8px; padding: 6px 10px; border-left: 3px solid var(--tp-medium);
-  background: var(--jp-layout-color1); }
-footer { margin-top: 36px; color: var(--jp-ui-font-color2); font-size: 12px; }
-@media print { nav { display: none; } .tp-tablewrap { max-height: none; overflow: visible; } }
-"""
+def _asset(name: str) -> str:
+    """A file of ``views/assets`` (the report's stylesheet and script, kept as the files they are)."""
+    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+_CSS = _asset("report.css")
 
 #: Sorts a table on a header click: numbers largest first, text A→Z, a second
 #: click reverses; unknown values stay last; ties keep their order.
-_SORT_JS = """
-(function () {
-  "use strict";
-  function key(td, num) {
-    var v = td.getAttribute("data-v");
-    if (num) { return v === null || v === "" ? NaN : parseFloat(v); }
-    return td.textContent.toLowerCase();
-  }
-  document.querySelectorAll("table.tp-sortable").forEach(function (table) {
-    var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
-    heads.forEach(function (th, col) {
-      var btn = th.querySelector("button");
-      if (!btn) { return; }
-      btn.addEventListener("click", function () {
-        var num = th.getAttribute("data-type") === "num";
-        var cur = th.getAttribute("aria-sort");
-        var dir = cur === "descending" ? "ascending" : cur === "ascending" ? "descending"
-          : (num ? "descending" : "ascending");
-        heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
-        th.setAttribute("aria-sort", dir);
-        var sign = dir === "ascending" ? 1 : -1;
-        var body = table.tBodies[0];
-        var rows = Array.prototype.slice.call(body.rows).map(function (r, i) {
-          return [key(r.cells[col], num), i, r];
-        });
-        rows.sort(function (a, b) {
-          var x = a[0], y = b[0];
-          if (num) {
-            var xn = isNaN(x), yn = isNaN(y);
-            if (xn || yn) { return xn === yn ? a[1] - b[1] : (xn ? 1 : -1); }
-            if (x !== y) { return x < y ? -sign : sign; }
-          } else {
-            var c = x.localeCompare(y);
-            if (c) { return sign * c; }
-          }
-          return a[1] - b[1];
-        });
-        var frag = document.createDocumentFragment();
-        rows.forEach(function (r) { frag.appendChild(r[2]); });
-        body.appendChild(frag);
-      });
-    });
-  });
-})();
-"""
+_SORT_JS = _asset("report_sort.js")
 
 
 def _embed(models: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
