@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from urllib.parse import urlparse
@@ -14,6 +15,22 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "browser" in str(item.fspath):
             item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop():
+    """A loop of its own for pytest-jupyter's cleanup, never the thread's current one.
+
+    These tests drive a JupyterLab in a subprocess through Playwright, whose
+    sync API runs its own loop in this thread. pytest-jupyter's autouse
+    fixture of this name takes the thread's loop and closes it after each
+    test: once a test with ``jp_fetch`` had run before them in the same
+    session (``tests/test_column_catalog.py`` then these), that was
+    Playwright's running loop, and every browser test errored at teardown.
+    """
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
 
 
 @pytest.fixture(scope="session")
