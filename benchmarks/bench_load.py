@@ -216,6 +216,23 @@ def bench(path: Path, contenders: list[Contender], repeat: int, hta_timeout: flo
     print(line("ours", "gunzip", ("wall_s", "cpu_s")) + " (goal 1: <= 4x)")
 
 
+def synthetic_trace(out: Path, events: int, steps: int) -> Path:
+    """The synthetic trace of ``events`` in ``steps`` in ``out``, written by make_synthetic_trace.py if absent."""
+    sys.path.insert(0, str(HERE))
+    from make_synthetic_trace import synthetic_name
+
+    path = out / synthetic_name(events, steps)
+    if not path.exists():
+        # In a process of its own: the text of a big trace would stay in this
+        # process's memory, which every contender forked from here would count.
+        subprocess.run(
+            [sys.executable, str(HERE / "make_synthetic_trace.py"), "--events", str(events)]
+            + ["--steps", str(steps), "--out", str(out)],
+            check=True,
+        )
+    return path
+
+
 def _hta_installed(source: Path) -> bool:
     probe = subprocess.run([sys.executable, "-c", "import hta"], capture_output=True, cwd=str(source))
     return probe.returncode == 0
@@ -254,19 +271,7 @@ def main() -> None:
         if not traces:
             print(f"(no real traces in {TRACE_DIR}; synthetic only)")
         if args.events:
-            sys.path.insert(0, str(HERE))
-            from make_synthetic_trace import synthetic_name
-
-            synthetic = args.out / synthetic_name(args.events, args.steps)
-            if not synthetic.exists():
-                # In a process of its own: the text of a big trace would stay in this
-                # process's memory, which every contender forked from here would count.
-                subprocess.run(
-                    [sys.executable, str(HERE / "make_synthetic_trace.py"), "--events", str(args.events)]
-                    + ["--steps", str(args.steps), "--out", str(args.out)],
-                    check=True,
-                )
-            traces.append(synthetic)
+            traces.append(synthetic_trace(args.out, args.events, args.steps))
     contenders: list[Contender] = [("ours", "ours", source)]
     contenders += [(f"ours@{i + 2}", "ours", src) for i, src in enumerate(sources[1:])]
     contenders += [(LABELS[k], k, source) for k in ("orjson", "gunzip")]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +34,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_load import ROOT, _ok, median_of, ratio_of, real_traces, run_contender  # noqa: E402
+from bench_load import (  # noqa: E402
+    ROOT,
+    _ok,
+    median_of,
+    ratio_of,
+    real_traces,
+    run_contender,
+    synthetic_trace,
+)
 
 MODES = {"python": ("ours", "0"), "native": ("ours", "1"), "gunzip": ("gunzip", "0")}
 
@@ -98,16 +105,7 @@ def main() -> None:
     if not traces:
         traces = real_traces(args.real)
         if args.events:
-            from make_synthetic_trace import synthetic_name
-
-            synthetic = args.out / synthetic_name(args.events, args.steps)
-            if not synthetic.exists():
-                subprocess.run(
-                    [sys.executable, str(HERE / "make_synthetic_trace.py"), "--events", str(args.events)]
-                    + ["--steps", str(args.steps), "--out", str(args.out)],
-                    check=True,
-                )
-            traces.insert(0, synthetic)
+            traces.insert(0, synthetic_trace(args.out, args.events, args.steps))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for path in traces:
         report(path, rounds(path.resolve(), args.repeat), args.repeat)

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_load import TRACE_DIR, median_of, ratio_of  # noqa: E402 - the sibling script's helpers
+from bench_load import TRACE_DIR, median_of, ratio_of, synthetic_trace  # noqa: E402 - the sibling script's helpers
 
 TABLES = ("ops", "kernels", "steps", "summary", "findings")
 
@@ -99,20 +99,9 @@ def main() -> None:
         return
     traces = list(args.trace)
     if args.events:
+        # A folder of its own: a folder holding an XPlane file is parsed whole.
         out = Path(tempfile.mkdtemp(prefix="torchprof-stream-"))
-        subprocess.run(
-            [
-                sys.executable,
-                str(HERE / "make_synthetic_trace.py"),
-                "--events",
-                str(args.events),
-                "--out",
-                str(out),
-            ],
-            check=True,
-            cwd=str(ROOT),
-        )
-        traces += sorted(out.glob("*.json.gz"))
+        traces.append(synthetic_trace(out, args.events, 5))
     traces += [TRACE_DIR / "diff_pair" / "control.pt.trace.json.gz"]
     for path in traces:
         if path.exists():
