@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from shellruns import shell_runs
 from tracefiles import raw_events, real_trace
 
 from jupyter_torchprof import columns, load
@@ -293,29 +293,10 @@ def test_memory_view_shows_the_catalog_titles(shell):
 # --------------------------------------------------------------------- server JSON
 
 
-def _shell_runs(root: Path, cells: list[str]) -> None:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    from jupyter_torchprof.store import wait_for_compression
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCHPROF_RUN_DIR", str(root))
-        InteractiveShell.clear_instance()
-        sh = InteractiveShell.instance()
-        sh.run_line_magic("load_ext", "jupyter_torchprof")
-        sh.run_cell("import torch\nkeep = [torch.randn(128, 128) for _ in range(4)]")
-        for cell in cells:
-            res = sh.run_cell(cell)
-            assert res.error_in_exec is None, res.error_in_exec
-            time.sleep(1.1)  # distinct run ids (they are per second)
-        wait_for_compression()
-        InteractiveShell.clear_instance()
-
-
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     root = tmp_path_factory.mktemp("catalog") / "runs"
-    _shell_runs(
+    shell_runs(
         root,
         [
             f"%torchprof --load {real_trace(GPU)} -q --name gpu",
@@ -323,6 +304,7 @@ def stored(tmp_path_factory):
             f"%torchprof --load {real_trace('diff_pair/test.pt.trace.json.gz')} -q --name test",
             "%%torchprof --memory --steps 2 -q --name memory\nkeep.pop()\ny = torch.randn(64, 64) @ torch.randn(64, 64)",
         ],
+        "import torch\nkeep = [torch.randn(128, 128) for _ in range(4)]",
     )
     return root
 

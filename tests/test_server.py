@@ -16,11 +16,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from shellruns import shell_runs
 from tornado.httpclient import HTTPClientError
 from tracefiles import raw_events, real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.store import RUN_FILE, RunStore, new_run_id, wait_for_compression
+from jupyter_torchprof.store import RUN_FILE, RunStore, new_run_id
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
@@ -34,34 +35,18 @@ x = torch.randn(16, 32)
 DOUBLE = "tag = '<b>&amp;'; y = model(x)"
 
 
-def _shell_runs(root: Path, cells: list[str]) -> None:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCHPROF_RUN_DIR", str(root))
-        InteractiveShell.clear_instance()
-        sh = InteractiveShell.instance()
-        sh.run_line_magic("load_ext", "jupyter_torchprof")
-        sh.run_cell(SETUP)
-        for cell in cells:
-            res = sh.run_cell(cell)
-            assert res.error_in_exec is None, res.error_in_exec
-            time.sleep(1.1)  # distinct creation times (ids are per second)
-        wait_for_compression()
-        InteractiveShell.clear_instance()
-
-
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
     """A store with two real CPU runs: 'small' (2 steps) and DOUBLE (3 steps, twice the work)."""
     root = tmp_path_factory.mktemp("captured") / "runs"
-    _shell_runs(
+    shell_runs(
         root,
         [
             "%%torchprof --steps 2 -q --name small\ny = model(x)",
             # named after its first line, markup and all (shown as text by the sidebar)
             "%%torchprof --steps 3 -q\ntag = '<b>&amp;'; y = model(x)\ny = model(x)",
         ],
+        SETUP,
     )
     runs = {r["name"]: r for r in RunStore(root).list()}
     assert set(runs) == {"small", DOUBLE}
@@ -190,7 +175,7 @@ async def test_tables_row_limit(jp_fetch, store):
 
 async def test_kernel_table_of_a_loaded_gpu_trace(jp_fetch, store, run_root):
     src = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
-    _shell_runs(run_root, [f"%torchprof --load {src} -q --name gp100"])
+    shell_runs(run_root, [f"%torchprof --load {src} -q --name gp100"], SETUP)
     run_id = ids_by_name(store)["gp100"]
     listed = {r["id"]: r for r in (await get_json(jp_fetch, "runs"))["runs"]}
     assert listed[run_id]["kind"] == "load"
@@ -207,7 +192,7 @@ async def test_kernel_table_of_a_loaded_gpu_trace(jp_fetch, store, run_root):
 
 async def test_run_tables_carry_the_findings(jp_fetch, store, run_root):
     src = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
-    _shell_runs(run_root, [f"%torchprof --load {src} -q --name gp100-findings"])
+    shell_runs(run_root, [f"%torchprof --load {src} -q --name gp100-findings"], SETUP)
     run_id = ids_by_name(store)["gp100-findings"]
     data = await get_json(jp_fetch, "runs", run_id, "tables")
     rows = table_rows(data["findings"])
@@ -221,7 +206,7 @@ async def test_run_lists_its_device_files(jp_fetch, store, run_root):
     """A loaded TorchTPU-style trace (constructed fixture) keeps its XPlane; the run says so."""
     tpu = Path(__file__).parent / "data" / "tpu_constructed"
     (host,) = tpu.glob("*.pt.trace.json")
-    _shell_runs(run_root, [f"%torchprof --load {host} -q --name tpu-kept"])
+    shell_runs(run_root, [f"%torchprof --load {host} -q --name tpu-kept"], SETUP)
     run_id = ids_by_name(store)["tpu-kept"]
     info = await get_json(jp_fetch, "runs", run_id)
     assert [Path(f).name for f in info["device_files"]] == ["tpu-host.xplane.pb"]
@@ -231,7 +216,7 @@ async def test_run_lists_its_device_files(jp_fetch, store, run_root):
 
 
 async def test_run_tables_carry_the_memory_peaks(jp_fetch, store, run_root):
-    _shell_runs(run_root, ["%%torchprof --memory --steps 2 -q --name with-memory\ny = model(x)"])
+    shell_runs(run_root, ["%%torchprof --memory --steps 2 -q --name with-memory\ny = model(x)"], SETUP)
     run_id = ids_by_name(store)["with-memory"]
     data = await get_json(jp_fetch, "runs", run_id, "tables")
     rows = {r["device"]: r for r in table_rows(data["memory"])}
@@ -360,9 +345,10 @@ async def test_compare_shows_the_spread_and_a_verdict(jp_fetch, store):
 async def test_compare_real_gpu_pair(jp_fetch, store, run_root):
     control = real_trace("diff_pair/control.pt.trace.json.gz")
     test = real_trace("diff_pair/test.pt.trace.json.gz")
-    _shell_runs(
+    shell_runs(
         run_root,
         [f"%torchprof --load {control} -q --name control", f"%torchprof --load {test} -q --name test"],
+        SETUP,
     )
     ids = ids_by_name(store)
     data = await get_json(jp_fetch, "compare", a=ids["control"], b=ids["test"], limit="100000")
