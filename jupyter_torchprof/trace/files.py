@@ -127,10 +127,10 @@ def parse_with_device(path: str | Path) -> TraceData:
     ``meta.warnings`` (shown with the profile) instead of silent zeros.
     """
     from . import neuron
-    from .parser import STREAM_JSON_BYTES, estimated_json_bytes, parse_streaming
+    from .parser import parse_streaming, too_big_to_hold
 
     p = Path(path)
-    if estimated_json_bytes(p) > STREAM_JSON_BYTES and not xplane_files(p.parent):
+    if too_big_to_hold(p) and not xplane_files(p.parent):
         # No device file to splice in, and too big to hold: parsed as it inflates.
         td, extra, found, notes = parse_streaming(p), [], [], []
     else:

@@ -48,7 +48,7 @@ import stat
 import sys
 import warnings
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -965,10 +965,20 @@ def _parse_events(
         done += len(chunk)
         report("parsing", min(done, total - 1), total)
     report("parsing", total, total)  # the chunks leave out the brackets and what surrounds the events
+    return _finish(builder, meta, lambda t0_us: _flows_only(data, raw, by_items, t0_us))
+
+
+def _finish(
+    builder: _Builder, meta: TraceMeta, flows_pass: Callable[[float], pd.DataFrame]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The builder's frames; flow events left unread are read by ``flows_pass(t0_us)`` only if needed.
+
+    Otherwise ``meta.flows_unread`` counts them, for `read_flows` to read on demand.
+    """
     events, memory, flows = builder.finish()
     if builder.flows_unread:
         if _flows_needed(events):
-            flows = _flows_only(data, raw, by_items, meta.t0_us)
+            flows = flows_pass(meta.t0_us)
         else:
             meta.flows_unread = builder.flows_unread
     return events, memory, flows
@@ -999,7 +1009,7 @@ def read_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
 
     For profiles parsed with their flows deferred (``meta.flows_unread``).
     """
-    if estimated_json_bytes(path) > STREAM_JSON_BYTES:
+    if too_big_to_hold(path):
         try:
             with gc_paused(), _bounded(path):
                 return _streamed_flows(path, t0_us)
@@ -1367,6 +1377,11 @@ def estimated_json_bytes(path: str | Path) -> int:
     return st.st_size * (GZIP_RATIO if gzipped else 1)
 
 
+def too_big_to_hold(path: str | Path) -> bool:
+    """Whether the trace at ``path`` is parsed as it is read (`parse_streaming`) rather than whole."""
+    return estimated_json_bytes(path) > STREAM_JSON_BYTES
+
+
 def parse_streaming(path: str | Path) -> TraceData:
     """`parse_bytes` of a trace file, read and parsed piece by piece.
 
@@ -1384,12 +1399,7 @@ def parse_streaming(path: str | Path) -> TraceData:
         with gc_paused(), _bounded(path):
             builder = _Builder(meta, flows=False)
             _stream_into(builder, path, meta)
-            events, memory, flows = builder.finish()
-            if builder.flows_unread:
-                if _flows_needed(events):
-                    flows = _streamed_flows(path, meta.t0_us)
-                else:
-                    meta.flows_unread = builder.flows_unread
+            events, memory, flows = _finish(builder, meta, lambda t0_us: _streamed_flows(path, t0_us))
     except (_NotStreamable, _MisSplit):
         return parse_bytes(read_trace_bytes(path), path)
     _warn_skipped(meta)
