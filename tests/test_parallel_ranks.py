@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -170,3 +171,55 @@ def test_dask_cluster_gives_the_same(job, reference):
     # the workers ran this checkout's code, not some other installed copy
     assert set(packages.values()) == {__import__("jupyter_torchprof").__file__}
     _same(ranks, reference)
+
+
+def test_the_next_load_finds_the_workers_started(job, reference, monkeypatch):
+    from jupyter_torchprof.results import parallel
+
+    parallel.close_workers()
+    first = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
+    again = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
+    assert {d.pid for d in again} <= {d.pid for d in first}  # the same processes, not new ones
+    _same(RankSet(digests=again, name=job.name), reference)
+    # another number of workers: another pool, the first one let go
+    other = digest_files(sorted(job.iterdir()), workers=1, here=False)[0]
+    assert not {d.pid for d in other} & {d.pid for d in first}
+    parallel.close_workers()
+    assert parallel._WARM.pool is None
+
+
+def test_idle_workers_exit(job, monkeypatch):
+    from jupyter_torchprof.results import parallel
+
+    parallel.close_workers()
+    monkeypatch.setattr(parallel, "POOL_IDLE_S", 0.2)
+    digests = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
+    pids = {d.pid for d in digests}
+    deadline = time.monotonic() + 30
+    while parallel._WARM.pool is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert parallel._WARM.pool is None
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_worker_that_dies_is_replaced(job, reference):
+    from jupyter_torchprof.results import parallel
+
+    parallel.close_workers()
+    first = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
+    for pid in {d.pid for d in first}:
+        os.kill(pid, 9)
+    again = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
+    assert not {d.pid for d in again} & {d.pid for d in first}
+    _same(RankSet(digests=again, name=job.name), reference)
+    parallel.close_workers()

@@ -18,7 +18,14 @@ ranks one by one here when the job is small. As with any use of
 needs the ``if __name__ == "__main__":`` guard: each worker imports the
 script again, and a load it reaches there raises (`_not_while_starting`),
 so the worker fails to start, with that message, instead of parsing the
-whole job a second time; this process then parses every rank itself. Past one machine the same function runs on a Dask
+whole job a second time; this process then parses every rank itself.
+
+The workers outlive the call (`_WarmPool`): the next ``load(folder)`` in
+the session finds them started and its imports done, which is most of the
+time a job of small ranks takes; they exit after `POOL_IDLE_S` seconds with
+nothing to do, when a load fails or is interrupted, and with the process.
+
+Past one machine the same function runs on a Dask
 distributed ``Client`` (``load(folder, client=client)``): Dask schedules
 plain Python functions over processes on many hosts with no code of ours
 on the workers beyond this package, and a Jupyter user can start one with
@@ -143,11 +150,12 @@ def _warm() -> None:
 class _Tasks:
     """The files still to parse, taken one at a time by this process and by the pool's feeders."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], feeders: int) -> None:
         self.paths = paths
         self.results: list[Any] = [None] * len(paths)
         self.next = 0
         self.done = 0
+        self.feeders = feeders
         self.cond = threading.Condition()
 
     def take(self) -> int | None:
@@ -157,29 +165,46 @@ class _Tasks:
             self.next += 1
             return self.next - 1
 
+    def stop(self) -> None:
+        """Hand out no more files."""
+        with self.cond:
+            self.next = len(self.paths)
+
     def finish(self, i: int, result: Any) -> None:
         with self.cond:
             self.results[i] = result
             self.done += 1
             self.cond.notify_all()
 
-    def wait(self) -> None:
+    def feeder_gone(self) -> None:
         with self.cond:
-            self.cond.wait_for(lambda: self.done == len(self.paths))
+            self.feeders -= 1
+            self.cond.notify_all()
+
+    def wait(self) -> bool:
+        """Wait until every file is parsed (True) or no feeder is left to parse the rest (False)."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.done == len(self.paths) or not self.feeders)
+            return self.done == len(self.paths)
 
 
 def _feed(pool: ProcessPoolExecutor, tasks: _Tasks) -> None:
     """Keep one rank in flight in the pool, from the moment a worker has started."""
     try:
-        pool.submit(_warm).result()
-    except Exception:  # cancelled (every rank was parsed first) or a broken pool: this process parses them
-        return
-    while (i := tasks.take()) is not None:
         try:
-            result: Any = pool.submit(digest_file, tasks.paths[i]).result()
-        except BaseException as exc:  # a bug, or a worker killed: re-raised by the caller
-            result = exc
-        tasks.finish(i, result)
+            pool.submit(_warm).result()
+        except (
+            Exception
+        ):  # cancelled (every rank was parsed first) or a broken pool: this process parses them
+            return
+        while (i := tasks.take()) is not None:
+            try:
+                result: Any = pool.submit(digest_file, tasks.paths[i]).result()
+            except BaseException as exc:  # a bug, or a worker killed: re-raised by the caller
+                result = exc
+            tasks.finish(i, result)
+    finally:
+        tasks.feeder_gone()
 
 
 def _not_while_starting() -> None:
@@ -191,20 +216,108 @@ def _not_while_starting() -> None:
         )
 
 
+#: Seconds the worker processes wait for the next load before they exit.
+POOL_IDLE_S = 120.0
+
+
+class _WarmPool:
+    """The session's worker processes, kept between loads and let go when idle.
+
+    A spawned worker spends about as long starting and importing pandas as
+    it takes to parse a rank of a few tens of megabytes, so a job of small
+    ranks that starts its own workers mostly waits for them. Workers that
+    stay make the next load pay nothing of that. They hold memory while
+    they wait (about 100 MB each, once they have parsed), so they exit
+    after `POOL_IDLE_S` seconds without work.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pool: ProcessPoolExecutor | None = None
+        self.size = 0
+        self.users = 0
+        self.timer: threading.Timer | None = None
+
+    def take(self, workers: int) -> ProcessPoolExecutor:
+        """A pool of ``workers`` processes: the kept one when it has that many, else a new one."""
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            if self.pool is not None and (self.size != workers or _broken(self.pool)) and not self.users:
+                self._close()
+            if self.pool is None or self.size != workers:
+                # Another load still uses a pool of another size: this one gets its own, not kept.
+                if self.users:
+                    return _new_pool(workers)
+                self.pool, self.size = _new_pool(workers), workers
+            self.users += 1
+            return self.pool
+
+    def give_back(self, pool: ProcessPoolExecutor, keep: bool) -> None:
+        """Done with ``pool``: keep it for the next load (``keep``), or let its workers go."""
+        with self.lock:
+            if pool is not self.pool:
+                pool.shutdown(wait=False, cancel_futures=True)
+                return
+            self.users -= 1
+            if not keep or _broken(pool):
+                if not self.users:
+                    self._close()
+                return
+            if not self.users:
+                self.timer = threading.Timer(POOL_IDLE_S, self.close_if_idle)
+                self.timer.daemon = True
+                self.timer.start()
+
+    def close_if_idle(self) -> None:
+        with self.lock:
+            if not self.users:
+                self._close()
+
+    def _close(self) -> None:
+        if self.pool is not None:
+            # Workers still starting or parsing are not waited for: they exit once done.
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool, self.size = None, 0
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _broken(pool: ProcessPoolExecutor) -> bool:
+    """Whether a worker of ``pool`` died (the executor then refuses every new task)."""
+    return bool(getattr(pool, "_broken", False))
+
+
+_WARM = _WarmPool()
+
+
+def close_workers() -> None:
+    """Let the kept worker processes go now instead of after `POOL_IDLE_S` seconds."""
+    _WARM.close_if_idle()
+
+
 def _share_with_pool(paths: list[str], workers: int, here: bool = True) -> list[Any]:
     """Digest ``paths`` in ``workers`` spawned processes and (``here``) in this one, whichever is free first."""
     _not_while_starting()
-    tasks = _Tasks(paths)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    tasks = _Tasks(paths, feeders=workers)
+    pool = _WARM.take(workers)
+    finished = False
     try:
         for _ in range(workers):
             threading.Thread(target=_feed, args=(pool, tasks), daemon=True).start()
         while here and (i := tasks.take()) is not None:
             tasks.finish(i, digest_file(paths[i]))
-        tasks.wait()
+        while not tasks.wait():  # the workers could not start (e.g. a script without the main guard)
+            while (i := tasks.take()) is not None:
+                tasks.finish(i, digest_file(paths[i]))
+        finished = True
     finally:
-        # Workers still starting are not waited for: they exit once started.
-        pool.shutdown(wait=False, cancel_futures=True)
+        if not finished:  # interrupted: no feeder starts another rank
+            tasks.stop()
+        _WARM.give_back(pool, keep=finished)
     for r in tasks.results:
         if isinstance(r, BaseException):
             raise r
