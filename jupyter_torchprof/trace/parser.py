@@ -86,6 +86,7 @@ from .schema import (
     LooseTraceEvent,
     TraceDocument,
 )
+from .spill import spill_details
 
 #: Durations above this (one day, in µs) are not real measurements.
 MAX_DURATION_US = 86_400e6
@@ -1403,6 +1404,7 @@ def parse_streaming(path: str | Path) -> TraceData:
     except (_NotStreamable, _MisSplit):
         return parse_bytes(read_trace_bytes(path), path)
     _warn_skipped(meta)
+    events = spill_details(events)
     give_back_memory()
     return TraceData(events=events, memory=memory, flows=flows, meta=meta)
 
