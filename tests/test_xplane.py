@@ -17,7 +17,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from tracefiles import real_trace
 
 from jupyter_torchprof.errors import TraceError
 from jupyter_torchprof.results.load import load
@@ -242,6 +244,20 @@ def test_run_folder_layout_and_device_files_listed(tmp_path: Path) -> None:
     assert prof.meta.top_level["device_files"] == "tpu-host.xplane.pb"
     assert len(prof.kernels) == 4
     assert not [n for n in prof.notes if "TPU" in n or "device" in n]
+
+
+def test_an_unrelated_run_in_a_sibling_folder_is_not_spliced_in(tmp_path: Path) -> None:
+    # A CPU trace saved in a shared folder that also holds some JAX run's XPlane files.
+    cpu = real_trace("cpu_only.pt.trace.json.gz")
+    shutil.copyfile(cpu, tmp_path / cpu.name)
+    jax = tmp_path / "jax_run" / "plugins" / "profile" / "2026_12_01_12_00_00"
+    jax.mkdir(parents=True)
+    shutil.copyfile(_xplane_of(TPU), jax / "tpu-host.xplane.pb")
+    prof = load(tmp_path / cpu.name)
+    assert "device_files" not in prof.meta.top_level
+    assert not prof.kernels.size
+    alone = load(real_trace("cpu_only.pt.trace.json.gz"))
+    pd.testing.assert_frame_equal(prof.ops, alone.ops)
 
 
 def test_empty_xplane_is_one_clear_line(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ its worker name (the part of the file name before the first dot).
 Device traces that backends write beside the Kineto JSON are found and read
 with it (`parse_with_device`): TorchTPU's XPlane files
 (``plugins/profile/<ts>/<host>[_<rank>].xplane.pb``, in the trace's folder
-or one level down) become device events of the same trace; TorchNeuron's
+or in a run folder's ``device/``) become device events of the same trace; TorchNeuron's
 Neuron Explorer files are checked for a failed capture. A folder holding
 only XPlane files (the legacy TorchTPU API, JAX) loads from them alone.
 """
@@ -70,8 +70,11 @@ def find_traces(folder: Path, max_depth: int = 4) -> list[Path]:
 
 
 #: Where XPlane files sit relative to the Kineto trace: beside it, in the
-#: TensorBoard layout below it, or below one subfolder (a run folder's ``device/``).
-_XPLANE_GLOBS = ("*.xplane.pb", "plugins/profile/*/*.xplane.pb", "*/plugins/profile/*/*.xplane.pb")
+#: TensorBoard layout below it, or in a run folder's ``device/`` (where the
+#: TorchTPU backend has the profiler write them). Not below any other
+#: subfolder: a trace saved in a shared folder (``/tmp``, ``~/Downloads``)
+#: would take in the device events of some unrelated JAX or TPU run there.
+_XPLANE_GLOBS = ("*.xplane.pb", "plugins/profile/*/*.xplane.pb", "device/plugins/profile/*/*.xplane.pb")
 XPLANE_SUFFIX = ".xplane.pb"
 
 
