@@ -2,7 +2,9 @@
 
 In a notebook most recorded frames are not the user's: ipykernel's event loop
 (tornado, asyncio, zmq), IPython's cell runner, torch.profiler's own calls and
-our progress thread. They bury the cell's frames on the timeline. A frame is
+our progress thread, the threads that wait on worker processes (ours, kept
+between loads of a folder of ranks, or a DataLoader's). They bury the cell's
+frames on the timeline. A frame is
 machinery when its source file belongs to one of those packages. A plain frame
 (a built-in such as ``<built-in method …>``, a frozen module, a top-level
 standard-library file such as ``contextlib.py``) is whatever the nearest other
@@ -27,7 +29,7 @@ from .tree import nearest_ancestor, subtree_sums
 #: Source paths of the kernel machinery, as they appear at the start of a frame's name.
 _MACHINERY = re.compile(
     r"(^|/)(ipykernel|IPython|tornado|asyncio|zmq|traitlets|jupyter_client|jupyter_core|comm|"
-    r"jupyter_torchprof|debugpy|concurrent/futures|torch/profiler|torch/autograd/profiler(_util)?\.py|"
+    r"jupyter_torchprof|debugpy|concurrent/futures|multiprocessing|torch/profiler|torch/autograd/profiler(_util)?\.py|"
     r"threading\.py|selectors\.py|runpy\.py|queue\.py|socket\.py|logging)(/|\.py|\(|$)"
 )
 _OURS = re.compile(r"(^|/)jupyter_torchprof/")
