@@ -260,6 +260,26 @@ def test_an_unrelated_run_in_a_sibling_folder_is_not_spliced_in(tmp_path: Path) 
     pd.testing.assert_frame_equal(prof.ops, alone.ops)
 
 
+@pytest.mark.parametrize("hours", [-1, 1])
+def test_a_device_session_of_another_time_is_not_spliced_in(tmp_path: Path, hours: int) -> None:
+    # A TensorBoard log folder with one run's host trace and another run's
+    # XPlane session, an hour before or after it.
+    (host,) = TPU.glob("*.pt.trace.json")
+    doc = json.loads(host.read_text())
+    doc["baseTimeNanoseconds"] += hours * 3_600_000_000_000
+    (tmp_path / host.name).write_text(json.dumps(doc))
+    dev = tmp_path / "plugins" / "profile" / "2026_12_01_12_00_00"
+    dev.mkdir(parents=True)
+    shutil.copyfile(_xplane_of(TPU), dev / "tpu-host.xplane.pb")
+    prof = load(tmp_path / host.name)
+    assert prof.kernels.empty
+    assert not prof.events["cat"].astype(str).isin(["xla_op", "xla_annotation"]).any()
+    (line,) = [n for n in prof.notes if "do not overlap" in n]
+    assert "tpu-host.xplane.pb" in line
+    # the same files at the same time are spliced in
+    assert len(load(TPU).kernels) == 4
+
+
 def test_empty_xplane_is_one_clear_line(tmp_path: Path) -> None:
     (host,) = TPU.glob("*.pt.trace.json")
     dev = tmp_path / "plugins" / "profile" / "2026_12_01_12_00_00"

@@ -194,6 +194,16 @@ def _parse_with_xplanes(p: Path) -> tuple[TraceData, list[Any], list[str], list[
             f"({', '.join(found)}) was not added"
         )
         extra = []
+    if extra and not _overlaps_host(td):
+        # A TensorBoard log folder gathers the sessions of many runs: the
+        # newest one need not be this trace's, and its kernels would count
+        # in this trace's steps.
+        td = parse_bytes(data, p)
+        notes.append(
+            f"{', '.join(found)}: its device events do not overlap this trace in time (another run's?):"
+            " not added"
+        )
+        extra = []
     if extra:
         dropped = _drop_before_host(td)
         if dropped:
@@ -204,6 +214,20 @@ def _parse_with_xplanes(p: Path) -> tuple[TraceData, list[Any], list[str], list[
     if extra and props and not td.meta.device_properties:
         td.meta.device_properties = [props.get(i, {"id": i}) for i in range(max(props) + 1)]
     return td, extra, found, notes
+
+
+def _overlaps_host(td: TraceData) -> bool:
+    """Whether any XPlane device event of ``td`` overlaps the span of its Kineto (host) events."""
+    import numpy as np
+
+    events = td.events
+    from_xplane = np.isin(events["cat"].astype(str).to_numpy(), XPLANE_CATEGORIES)
+    if not from_xplane.any() or from_xplane.all():
+        return True
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    host_start, host_end = float(ts[~from_xplane].min()), float(end[~from_xplane].max())
+    return bool((from_xplane & (ts <= host_end) & (end >= host_start)).any())
 
 
 def _drop_before_host(td: TraceData) -> int:
