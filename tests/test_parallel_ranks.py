@@ -223,3 +223,23 @@ def test_a_worker_that_dies_is_replaced(job, reference):
     assert not {d.pid for d in again} & {d.pid for d in first}
     _same(RankSet(digests=again, name=job.name), reference)
     parallel.close_workers()
+
+
+def test_ctrl_c_during_a_load_lets_the_workers_go_and_the_next_load_works(job, reference, monkeypatch):
+    from jupyter_torchprof.results import parallel
+
+    parallel.close_workers()
+    real = parallel.digest_file
+    calls = []
+
+    def interrupted(path):
+        calls.append(path)
+        raise KeyboardInterrupt  # the user's Ctrl-C, while this process parses its first rank
+
+    monkeypatch.setattr(parallel, "digest_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        digest_files(sorted(job.iterdir()), workers=3)  # two workers and this process
+    assert calls and parallel._WARM.pool is None  # the workers were let go, not kept busy
+    monkeypatch.setattr(parallel, "digest_file", real)
+    _same(load(str(job), workers=3), reference)
+    parallel.close_workers()
