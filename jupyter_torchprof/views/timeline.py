@@ -177,8 +177,10 @@ class Timeline:
         self._ev = ev
         machinery = hidden_frames(profile, all_frames)
         self.lanes, self.row, self.lane_of = layout(profile, all_frames, machinery)
-        kind = ev["kind"].to_numpy(object)
-        self._kind = kind
+        # Masks from the kind's codes (`categories.kind_mask`): its strings,
+        # one Python object per event, took a third of a first view.
+        is_dev = K.kind_mask(ev, K.DEVICE_KINDS)
+        self._is_activity = K.kind_mask(ev, ACTIVITY_KINDS)
         ts = ev["ts"].to_numpy(np.float64)
         dur = np.nan_to_num(ev["dur"].to_numpy(np.float64), nan=0.0)
         self._ts, self._dur = ts, dur
@@ -186,9 +188,9 @@ class Timeline:
         #: Python frames of the kernel machinery left out on purpose.
         self.machinery_hidden = int(machinery.sum())
         #: Events not drawn because they nest deeper than a lane shows.
-        self.hidden = int((np.isin(kind, K.HOST_KINDS + K.DEVICE_KINDS) & ~drawn & ~machinery).sum())
-        self._host_rows = np.flatnonzero(drawn & ~np.isin(kind, K.DEVICE_KINDS))
-        self._dev_rows = np.flatnonzero(drawn & np.isin(kind, K.DEVICE_KINDS))
+        self.hidden = int((K.kind_mask(ev, K.HOST_KINDS + K.DEVICE_KINDS) & ~drawn & ~machinery).sum())
+        self._host_rows = np.flatnonzero(drawn & ~is_dev)
+        self._dev_rows = np.flatnonzero(drawn & is_dev)
         self._host_index = LodIndex(ts[self._host_rows], dur[self._host_rows], self.row[self._host_rows])
         self._dev_index = LodIndex(ts[self._dev_rows], dur[self._dev_rows], self.row[self._dev_rows])
         self.detailed = len(self._host_rows) + len(self._dev_rows) <= min(DETAIL_LIMIT, self.max_glyphs)
@@ -206,7 +208,7 @@ class Timeline:
         self._dev_reps = np.array([], dtype=np.int64)
         self._last_pick: tuple[str, tuple[int, ...]] | None = None
         self.highlighted = np.array([], dtype=np.int64)
-        self._dev_activity = np.flatnonzero(np.isin(kind, ACTIVITY_KINDS) & (ev["op"].to_numpy() >= 0))
+        self._dev_activity = np.flatnonzero(self._is_activity & (ev["op"].to_numpy() >= 0))
         self._build(window)
 
     # -- colours -----------------------------------------------------------
@@ -217,7 +219,7 @@ class Timeline:
         per_name = np.array([name_colour(str(c)) for c in cats] + [0], dtype=np.uint8)
         colour = per_name[names.cat.codes.to_numpy()]
         for kind, idx in KIND_INDEX.items():
-            colour[self._kind == kind] = idx
+            colour[K.kind_mask(self._ev, kind)] = idx
         return colour
 
     # -- payloads ------------------------------------------------------------
@@ -675,7 +677,7 @@ class Timeline:
             if float(rec["device_total_us"]) > 0:
                 out.append(("device time", fmt_time(float(rec["device_total_us"]))))
             kernels = self.linked(np.array([row]))
-            kernels = kernels[np.isin(self._kind[kernels], ACTIVITY_KINDS)]
+            kernels = kernels[self._is_activity[kernels]]
             if len(kernels):
                 out.append(("launched", f"{len(kernels)} kernel/copy/memset call(s), highlighted"))
         return out

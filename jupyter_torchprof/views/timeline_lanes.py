@@ -79,8 +79,7 @@ def hidden_frames(profile: Profile, all_frames: bool = False) -> np.ndarray:
     See `analysis.frames.machinery_frames`; nothing with ``all_frames``.
     """
     ev = profile.events
-    kind = ev["kind"].to_numpy(object)
-    if all_frames or not (kind == K.PYTHON_FUNCTION).any():
+    if all_frames or not K.kind_mask(ev, K.PYTHON_FUNCTION).any():
         return np.zeros(len(ev), dtype=bool)
     return machinery_frames(ev, ev["parent"].to_numpy(), ev["depth"].to_numpy())
 
@@ -118,12 +117,11 @@ def layout(
 def _lane_keys(ev: pd.DataFrame, hidden: np.ndarray) -> tuple[np.ndarray, ...]:
     """(side, a, b, level) per event: ops 0 / python 1 / device 2 (-1 not drawn), thread or device/stream, nesting level."""
     n = len(ev)
-    kind = ev["kind"].to_numpy(object)
     parent = ev["parent"].to_numpy()
     depth = ev["depth"].to_numpy()
-    is_op = np.isin(kind, OP_LANE_KINDS)
-    is_py = (kind == K.PYTHON_FUNCTION) & ~hidden
-    is_dev = np.isin(kind, K.DEVICE_KINDS)
+    is_op = K.kind_mask(ev, OP_LANE_KINDS)
+    is_py = K.kind_mask(ev, K.PYTHON_FUNCTION) & ~hidden
+    is_dev = K.kind_mask(ev, K.DEVICE_KINDS)
     level = np.full(n, -1, dtype=np.int64)
     if is_op.any():
         level[is_op] = ancestor_count(parent, depth, is_op)[is_op]
@@ -150,7 +148,8 @@ def _ordered_lanes(
     """
     ev = profile.events
     frame = pd.DataFrame(
-        {"side": side[idx], "a": a[idx], "b": b[idx], "level": level[idx], "ts": ev["ts"].to_numpy()[idx]}
+        {"side": side[idx], "a": a[idx], "b": b[idx], "level": level[idx], "ts": ev["ts"].to_numpy()[idx]},
+        copy=False,  # fresh arrays already: stacking them into one block would copy them again
     )
     lanes_df = (
         frame.groupby(["side", "a", "b"], sort=False)
@@ -162,10 +161,9 @@ def _ordered_lanes(
     lanes_df["rank"] = 0
     lanes_df.loc[host, "rank"] = -thread_n
     if not profile.steps.empty:
-        kind = ev["kind"].to_numpy(object)
         cats = ev["name"].cat.categories
         step_cat = np.array([str(c).startswith("ProfilerStep#") for c in cats] + [False])
-        is_step = (kind == K.USER_ANNOTATION) & step_cat[ev["name"].cat.codes.to_numpy()]
+        is_step = K.kind_mask(ev, K.USER_ANNOTATION) & step_cat[ev["name"].cat.codes.to_numpy()]
         if is_step.any():
             first = int(np.flatnonzero(is_step)[0])
             pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
