@@ -575,7 +575,7 @@ class OpTable:
         else:
             wanted = np.append(cats == rec["name"], False)
         mask = wanted[names.cat.codes.to_numpy()]
-        mask &= np.isin(ev["kind"].to_numpy(), K.OP_KINDS + (K.PYTHON_FUNCTION,))
+        mask &= K.kind_mask(ev, K.OP_KINDS + (K.PYTHON_FUNCTION,))
         group_col = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(self.group_by)
         if group_col is not None:
             value = rec[_GROUP_FIELD[self.group_by]]
@@ -713,9 +713,16 @@ class KernelTable:
             return np.array([], dtype=np.int64)
         rec = self.shown.iloc[index]
         ev = self.profile.events
-        mask = (ev["name"].astype(object) == rec["name"]).to_numpy() & (
-            ev["kind"].astype(object).to_numpy() == rec["kind"]
-        )
+        # By the categorical codes: comparing strings per event takes seconds on a huge trace.
+        names = ev["name"]
+        code = names.cat.categories.get_indexer([rec["name"]])[0]
+        if code < 0:
+            return np.array([], dtype=np.int64)
+        mask = names.cat.codes.to_numpy() == code
+        if rec["kind"] in K.KIND_INDEX:
+            mask &= K.kind_mask(ev, rec["kind"])
+        else:
+            mask &= ev["kind"].astype(object).to_numpy() == rec["kind"]
         return np.flatnonzero(mask)
 
 
@@ -745,7 +752,7 @@ def launch_summary(profile: Profile, names: pd.Series) -> dict[str, list[str]]:
     ev = profile.events
     cats = ev["name"].cat.categories
     wanted = cats.get_indexer(names.astype(str))
-    rows = np.flatnonzero(np.isin(ev["kind"].to_numpy(object), K.DEVICE_ACTIVITY))
+    rows = np.flatnonzero(K.kind_mask(ev, K.DEVICE_ACTIVITY))
     codes = ev["name"].cat.codes.to_numpy()[rows]
     mine = np.isin(codes, wanted[wanted >= 0])
     rows, codes = rows[mine], codes[mine]
