@@ -243,3 +243,29 @@ def test_ctrl_c_during_a_load_lets_the_workers_go_and_the_next_load_works(job, r
     monkeypatch.setattr(parallel, "digest_file", real)
     _same(load(str(job), workers=3), reference)
     parallel.close_workers()
+
+
+def test_kept_workers_exit_when_the_kernel_is_killed(job, tmp_path):
+    # kill -9 (or the OOM killer) runs no exit handler: the workers must notice on their own.
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import time\n"
+        "if __name__ == '__main__':\n"
+        "    import jupyter_torchprof\n"
+        "    from jupyter_torchprof.results import parallel\n"
+        f"    jupyter_torchprof.load({str(job)!r}, workers=3)\n"
+        "    print(*[p.pid for p in parallel._WARM.pool._processes.values()], flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        workers = [int(w) for w in proc.stdout.readline().split()]
+        assert len(workers) == 2 and all(_alive(w) for w in workers)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)

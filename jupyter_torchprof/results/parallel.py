@@ -37,6 +37,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -283,7 +284,29 @@ class _WarmPool:
 
 
 def _new_pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    )
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Run first in each worker: it exits within a second of this process's death.
+
+    A worker never sees its queue close when the notebook's kernel is killed
+    (``kill -9``, the OOM killer): it holds a write end of that queue
+    itself, and the idle timer that lets it go lived in the dead process.
+    It would wait for work forever, holding its memory.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="torchprof-exit-with-parent", daemon=True).start()
 
 
 def _broken(pool: ProcessPoolExecutor) -> bool:
