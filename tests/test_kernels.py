@@ -248,9 +248,30 @@ def test_nest_equals_the_stack_walk(rows):
     end = start + np.array([r[2] for r in rows], dtype=float) * np.array(
         [1.0 if r[3] != 0.5 else 0.7 for r in rows]
     )
-    p1, d1 = nest(lane, start, end, 0.001)
     p2, d2 = nest_reference(lane, start, end, 0.001)
-    assert (p1 == p2).all() and (d1 == d2).all()
+    for p1, d1 in _nest_both_ways(lane, start, end, 0.001):
+        assert (p1 == p2).all() and (d1 == d2).all()
+
+
+def _nest_both_ways(lane, start, end, tolerance):
+    """`nest` by the C stack walk and by the pure numpy path (TORCHPROF_NATIVE=0)."""
+    import os
+
+    from jupyter_torchprof.trace import native
+
+    if native.compiler() is not None:  # where it can be built, the C walk is what runs
+        assert native.stack_walk(np.zeros(1), np.ones(1), np.ones(1, dtype=bool), 0.0) is not None
+    out = [nest(lane, start, end, tolerance)]
+    before = os.environ.get("TORCHPROF_NATIVE")
+    os.environ["TORCHPROF_NATIVE"] = "0"
+    try:
+        out.append(nest(lane, start, end, tolerance))
+    finally:
+        if before is None:
+            del os.environ["TORCHPROF_NATIVE"]
+        else:
+            os.environ["TORCHPROF_NATIVE"] = before
+    return out
 
 
 @pytest.mark.parametrize("name", GPU_TRACES)
@@ -264,9 +285,9 @@ def test_host_tree_equals_the_stack_walk_on_real_traces(name):
     lane = lane_keys(ev["pid"].to_numpy()[idx], ev["tid"].to_numpy()[idx])
     s = ev["ts"].to_numpy()[idx]
     e = s + ev["dur"].to_numpy()[idx]
-    a = nest(lane, s, e, p.meta.time_precision_us)
     b = nest_reference(lane, s, e, p.meta.time_precision_us)
-    assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+    for a in _nest_both_ways(lane, s, e, p.meta.time_precision_us):
+        assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
 
 
 @pytest.mark.parametrize("name", GPU_TRACES)

@@ -111,7 +111,7 @@ def link_device_events(
     delay[has_launch] = ts[has_launch] - ts[launch[has_launch]]
     link = pd.Categorical.from_codes(how - 1, categories=["correlation", "flow", "external id"])
     return pd.DataFrame(
-        {"launch": launch, "op": op, "launch_delay_us": delay, "link": link}, index=events.index
+        {"launch": launch, "op": op, "launch_delay_us": delay, "link": link}, index=events.index, copy=False
     )
 
 

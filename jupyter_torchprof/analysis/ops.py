@@ -112,7 +112,9 @@ def event_costs(
             own = np.bincount(memory_owner[sel], weights=nbytes[sel], minlength=n)[:n].astype(float)
             out[f"self_{label}_bytes"] = own
             out[f"{label}_bytes"] = subtree_sums(parent, depth, own)
-    return pd.DataFrame(out, index=events.index)
+    # copy=False: fresh arrays, which a copy would only stack into one block
+    # (on ten million events, a second of copying per table).
+    return pd.DataFrame(out, index=events.index, copy=False)
 
 
 def _fold_self_costs(costs: pd.DataFrame) -> pd.DataFrame:
@@ -125,14 +127,15 @@ def _fold_self_costs(costs: pd.DataFrame) -> pd.DataFrame:
     folded = np.flatnonzero(into >= 0)
     if not len(folded):
         return costs
-    out = costs.copy()
-    for col in out.columns:
+    out: dict[str, np.ndarray] = {}
+    for col in costs.columns:
+        values = costs[col].to_numpy()
         if col.startswith("self_"):
-            values = out[col].to_numpy(dtype=np.float64, copy=True)
+            values = values.astype(np.float64, copy=True)
             values += np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
             values[folded] = 0.0
-            out[col] = values
-    return out
+        out[col] = values
+    return pd.DataFrame(out, index=costs.index, copy=False)
 
 
 def op_table(
@@ -227,21 +230,24 @@ def _coded_frame(
     # Group on integer codes, not on strings: a million Python name strings
     # would cost more than the aggregation itself. Names come back per group.
     name_code, names = _step_merged_codes(ev["name"])
-    frame = pd.DataFrame(
-        {"name": name_code, "kind": ev["kind"].cat.codes.to_numpy(), "dur": ev["dur"].to_numpy()}
-    )
+    cols: dict[str, np.ndarray] = {
+        "name": name_code,
+        "kind": ev["kind"].cat.codes.to_numpy(),
+        "dur": ev["dur"].to_numpy(),
+    }
     for col in co.columns:
-        frame[col] = co[col].to_numpy()
+        cols[col] = co[col].to_numpy()
     labels: dict[str, np.ndarray] = {"name": names}
     extra = _GROUP_COLUMN.get(group_by)
     if extra is not None:
         label = {"input_dims": "input_shapes"}.get(extra, extra)
         col = ev[extra] if group_values is None else group_values.loc[mask]
-        frame[label] = col.cat.codes.to_numpy()
+        cols[label] = col.cat.codes.to_numpy()
         labels[label] = np.array([*col.cat.categories.to_numpy(object), ""], dtype=object)
     if flops:
-        frame["flops"] = estimate_flops(ev)
-    return frame, labels
+        cols["flops"] = estimate_flops(ev)
+    # One constructor, no copies: each column added to a frame is copied.
+    return pd.DataFrame(cols, copy=False), labels
 
 
 def _aggregate(

@@ -1,4 +1,4 @@
-"""The native column builder: a C scanner (``scan.c``) loaded with ctypes.
+"""The native column builder (``scan.c``) and call-tree walk (``nest.c``), loaded with ctypes.
 
 Nothing here runs at import time: the library is found, or compiled, the
 first time a trace is parsed (`library`). Where it comes from, first match
@@ -13,8 +13,8 @@ wins:
    processes never load a half-written file. This is how a source checkout
    (tests run from it) gets the library without an install step.
 
-``<tag>`` is a hash of the source, the compiler flags and the platform, so a
-changed ``scan.c`` is never served by a stale library. Without a compiler,
+``<tag>`` is a hash of the sources, the compiler flags and the platform, so a
+changed ``scan.c`` or ``nest.c`` is never served by a stale library. Without a compiler,
 or with ``TORCHPROF_NATIVE=0``, `library` returns None and the parser takes
 its pure-Python path, which gives the same results.
 """
@@ -27,10 +27,14 @@ from pathlib import Path
 from typing import Any
 
 SOURCE = Path(__file__).with_name("scan.c")
+#: Every C file of the library.
+SOURCES = (SOURCE, Path(__file__).with_name("nest.c"))
 #: Flags the library is compiled with (part of its tag).
 CFLAGS = ("-O2", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
 #: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
 ABI = 60 * 1000 + 8 * 100 + 5
+#: The arguments `nest.c`'s ``tp_nest`` takes (its ``tp_nest_abi()``).
+NEST_ABI = 1
 #: Whether the native path runs when ``TORCHPROF_NATIVE`` is not set.
 DEFAULT_ON = True
 
@@ -52,7 +56,9 @@ def tag() -> str:
     import hashlib
     import platform
 
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256()
+    for source in SOURCES:
+        h.update(source.read_bytes())
     h.update(" ".join(CFLAGS).encode())
     h.update(f"{sys.platform}-{platform.machine()}".encode())
     return h.hexdigest()[:16]
@@ -88,7 +94,7 @@ def build(dest_dir: Path, tag_: str | None = None) -> Path | None:
     os.close(fd)
     try:
         done = subprocess.run(
-            [cc, *CFLAGS, "-o", tmp, str(SOURCE)], capture_output=True, timeout=120, check=False
+            [cc, *CFLAGS, "-o", tmp, *map(str, SOURCES)], capture_output=True, timeout=120, check=False
         )
         if done.returncode != 0:
             return None
@@ -125,9 +131,14 @@ def _open(path: Path) -> Any:
         if lib.tp_abi() != ABI:
             return None
         lib.tp_scan.restype = ctypes.c_int
+        lib.tp_nest_abi.restype = ctypes.c_int
+        if lib.tp_nest_abi() != NEST_ABI:
+            return None
     except (OSError, AttributeError):  # not a library for this machine, or another one's
         return None
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
+    lib.tp_nest.restype = None
+    lib.tp_nest.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
     return lib
 
 
@@ -178,3 +189,32 @@ def digester(parser: Any) -> Any:
     from .digest import Digester
 
     return Digester(lib, parser)
+
+
+def stack_walk(s: Any, e: Any, new_lane: Any, tolerance: float) -> tuple[Any, Any] | None:
+    """`analysis.tree.nest_stack` over lanes at once, in C: (parent, depth), or None without the library.
+
+    ``s`` and ``e`` are float64 bounds sorted by (lane, start, -end);
+    ``new_lane`` is True where a lane begins. Parents are positions in that
+    order.
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    e = np.ascontiguousarray(e, dtype=np.float64)
+    lanes = np.ascontiguousarray(new_lane, dtype=np.uint8)
+    n = len(s)
+    if not (len(e) == len(lanes) == n):
+        raise ValueError("s, e and new_lane differ in length")
+    par = np.empty(n, dtype=np.int64)
+    dep = np.empty(n, dtype=np.int32)
+    stack_pos = np.empty(max(n, 1), dtype=np.int64)
+    stack_end = np.empty(max(n, 1), dtype=np.float64)
+    lib.tp_nest(
+        s.ctypes.data, e.ctypes.data, lanes.ctypes.data, n, float(tolerance),
+        par.ctypes.data, dep.ctypes.data, stack_pos.ctypes.data, stack_end.ctypes.data,
+    )  # fmt: skip
+    return par, dep
