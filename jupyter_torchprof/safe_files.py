@@ -1,4 +1,4 @@
-"""Reading small files someone else may have put there: a run's record, a kept table cache.
+"""Reading small files someone else may have put there (a run's record, a kept table cache), and where our caches live.
 
 The run store and the server read files in folders a user (or anything
 else) can write to: a symlink out of the folder, a FIFO that never ends or a
@@ -49,3 +49,9 @@ def read_small_file(path: Path, limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise UnfitFile(f"is over {limit / 2**20:.0f} MiB, too large to be {what}")
     return data
+
+
+def user_cache_dir(name: str) -> Path:
+    """``$XDG_CACHE_HOME/jupyter_torchprof/<name>``, else ``~/.cache/jupyter_torchprof/<name>``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jupyter_torchprof" / name

@@ -15,10 +15,9 @@ import sys
 import time
 import warnings
 
-import numpy as np
 import pandas as pd
 import pytest
-from tracefiles import ROOT, raw_events, real_trace
+from tracefiles import ROOT, assert_same_findings, raw_events, real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.results.parallel import RankDigest, digest_files
@@ -56,16 +55,7 @@ def _in_one_process(folder) -> RankSet:
 def _same(a: RankSet, b: RankSet) -> None:
     pd.testing.assert_frame_equal(a.table, b.table)
     assert a.stragglers == b.stragglers
-    fa, fb = a.findings, b.findings
-    assert list(fa.columns) == list(fb.columns) and len(fa) == len(fb)
-    for col in fa.columns:
-        for x, y in zip(fa[col], fb[col], strict=True):
-            if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-                np.testing.assert_array_equal(x, y)
-            elif isinstance(x, float) and np.isnan(x):
-                assert isinstance(y, float) and np.isnan(y)
-            else:
-                assert x == y, col
+    assert_same_findings(a.findings, b.findings)
 
 
 @pytest.fixture(scope="module")

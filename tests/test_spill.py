@@ -14,14 +14,24 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from tracefiles import REAL_TRACES, real_trace
+from tracefiles import REAL_TRACES, assert_same_findings, real_trace
 
 from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.trace import parser
 from jupyter_torchprof.trace.spill import DETAIL_COLUMNS, is_spilled
 from jupyter_torchprof.views.timeline import Timeline
 
-TABLES = ("ops", "kernels", "steps", "streams", "memcpy", "launches", "launch_summary", "gpu_annotations", "modules")
+TABLES = (
+    "ops",
+    "kernels",
+    "steps",
+    "streams",
+    "memcpy",
+    "launches",
+    "launch_summary",
+    "gpu_annotations",
+    "modules",
+)
 
 
 @pytest.fixture
@@ -44,18 +54,6 @@ def _spilled(p: Profile) -> list[str]:
     return [c for c in DETAIL_COLUMNS if c in p.events.columns and is_spilled(p.events[c])]
 
 
-def _same_findings(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    assert list(a.columns) == list(b.columns) and len(a) == len(b)
-    for col in a.columns:
-        for x, y in zip(a[col], b[col], strict=True):
-            if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-                np.testing.assert_array_equal(x, y)
-            elif isinstance(x, float) and np.isnan(x):
-                assert isinstance(y, float) and np.isnan(y)
-            else:
-                assert x == y, col
-
-
 @pytest.mark.parametrize("name", REAL_TRACES)
 def test_a_spilled_trace_gives_the_same_tables_and_views(name, spill_dir, monkeypatch):
     path = real_trace(name)
@@ -70,7 +68,7 @@ def test_a_spilled_trace_gives_the_same_tables_and_views(name, spill_dir, monkey
         pd.testing.assert_frame_equal(getattr(huge, table), getattr(whole, table), obj=table)
     pd.testing.assert_frame_equal(huge.kernel_table(per_step=True), whole.kernel_table(per_step=True))
     assert huge.summary == whole.summary
-    _same_findings(huge.findings, whole.findings)
+    assert_same_findings(huge.findings, whole.findings)
 
     a, b = Timeline(huge, max_glyphs=500), Timeline(whole, max_glyphs=500)
     for sa, sb in ((a.host_source, b.host_source), (a.dev_source, b.dev_source)):

@@ -109,3 +109,18 @@ def key_averages_rows(
 def key_averages_calls(events: list[dict], categories: tuple[str, ...] = ("cpu_op",)) -> dict[str, int]:
     """Calls per name as ``key_averages()`` counts them (see `key_averages_rows`)."""
     return {name: calls for name, (calls, _) in key_averages_rows(events, categories).items()}
+
+
+def assert_same_findings(a, b) -> None:
+    """Two findings frames hold the same rows, value by value (arrays, NaN and all)."""
+    import numpy as np
+
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    for col in a.columns:
+        for x, y in zip(a[col], b[col], strict=True):
+            if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+                np.testing.assert_array_equal(x, y)
+            elif isinstance(x, float) and np.isnan(x):
+                assert isinstance(y, float) and np.isnan(y)
+            else:
+                assert x == y, col

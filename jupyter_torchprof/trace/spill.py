@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..safe_files import user_cache_dir
+
 #: Columns only details, launch configurations, shapes, stacks and modules read.
 DETAIL_COLUMNS = (
     "registers",
@@ -60,10 +62,7 @@ def spill_enabled() -> bool:
 def spill_dir() -> Path:
     """Where spilled columns are written (and at once unlinked)."""
     env = os.environ.get("TORCHPROF_SPILL_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "jupyter_torchprof" / "spill"
+    return Path(env) if env else user_cache_dir("spill")
 
 
 def is_spilled(column: Any) -> bool:

@@ -109,11 +109,10 @@ def build(dest_dir: Path, tag_: str | None = None) -> Path | None:
 
 def cache_dir() -> Path:
     """Where libraries compiled on first use are kept."""
+    from ...safe_files import user_cache_dir
+
     env = os.environ.get("TORCHPROF_NATIVE_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "jupyter_torchprof" / "native"
+    return Path(env) if env else user_cache_dir("native")
 
 
 def _candidates(tag_: str) -> list[Path]:
