@@ -39,7 +39,7 @@ def find_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Pageable copies, device→host copies in the step, hidden device→device copies."""
     if not inp.device_traced:
         return []
-    rows = np.flatnonzero(inp.kind == K.MEMCPY)
+    rows = np.flatnonzero(inp.is_kind(K.MEMCPY))
     if inp.has_steps and len(rows):
         rows = rows[inp.launched_in_steps(rows)]
     if not len(rows):

@@ -80,7 +80,7 @@ def step_walls(inp: Inputs) -> np.ndarray:
 
 def host_ops(inp: Inputs) -> np.ndarray:
     """``cpu_op`` rows that start inside a counted step."""
-    ops = np.flatnonzero(inp.kind == K.CPU_OP)
+    ops = np.flatnonzero(inp.is_kind(K.CPU_OP))
     return ops[inp.in_steps(ops)] if inp.has_steps and len(ops) else ops
 
 
@@ -100,7 +100,7 @@ def has_ancestor(inp: Inputs, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def top_level_ops(inp: Inputs, ops: np.ndarray) -> np.ndarray:
     """The ops among ``ops`` with no op around them (one call from Python each)."""
-    return ops[~has_ancestor(inp, ops, inp.kind == K.CPU_OP)]
+    return ops[~has_ancestor(inp, ops, inp.is_kind(K.CPU_OP))]
 
 
 def _time_by_name(inp: Inputs, rows: np.ndarray, n: int) -> dict[str, float]:
@@ -261,7 +261,7 @@ def find_outside_ops(inp: Inputs, th: Thresholds) -> list[Finding]:
     if inp.device_traced:
         return []
     ops = host_ops(inp)
-    if not len(ops) and not np.any(inp.kind == K.CPU_OP):
+    if not len(ops) and not np.any(inp.is_kind(K.CPU_OP)):
         return [
             _not_checked(
                 "outside_ops",
@@ -317,7 +317,7 @@ def _ranges_over(inp: Inputs, ops: np.ndarray, outside_total: float) -> dict[str
     """
     if outside_total <= 0:
         return {}
-    rows = np.flatnonzero((inp.kind == K.USER_ANNOTATION) & ~inp.is_step_range)
+    rows = np.flatnonzero(inp.is_kind(K.USER_ANNOTATION) & ~inp.is_step_range)
     if inp.has_steps and len(rows):
         rows = rows[(inp.end[rows] > inp.windows[0][0]) & (inp.ts[rows] < inp.windows[-1][1])]
     if not len(rows):
@@ -426,7 +426,7 @@ def find_dataloader(inp: Inputs, th: Thresholds) -> list[Finding]:
     Silent where no DataLoader was iterated in the steps: nothing is missing
     from the trace then, the cell just loads no data through one.
     """
-    ann = np.flatnonzero(inp.kind == K.USER_ANNOTATION)
+    ann = np.flatnonzero(inp.is_kind(K.USER_ANNOTATION))
     if not len(ann):
         return []
     # Match the distinct names once, not every range.
@@ -550,7 +550,7 @@ def find_host_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
 def _launch_ancestors(inp: Inputs) -> np.ndarray:
     """True for every host event with a runtime call (a launch, a memcpy) below it."""
     marked = np.zeros(len(inp.events), dtype=bool)
-    anc = inp.parent[np.flatnonzero(inp.kind == K.RUNTIME)]
+    anc = inp.parent[np.flatnonzero(inp.is_kind(K.RUNTIME))]
     for _ in range(512):
         anc = anc[anc >= 0]
         if not len(anc):
@@ -565,7 +565,7 @@ def _callers(inp: Inputs, rows: np.ndarray) -> list[str]:
     """The ops directly around copies, most copy time first (top 3)."""
     parent = inp.parent[rows]
     ok = parent >= 0
-    ok[ok] = inp.kind[parent[ok]] == K.CPU_OP
+    ok[ok] = inp.is_kind(K.CPU_OP)[parent[ok]]
     if not ok.any():
         return []
     return list(inp.count_names(parent[ok], inp.dur[rows[ok]]))[:3]

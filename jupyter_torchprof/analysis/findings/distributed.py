@@ -31,7 +31,7 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Communication kernels running while no compute kernel runs, per device."""
     if not inp.device_traced:
         return []
-    kern = np.flatnonzero(inp.kind == K.KERNEL)
+    kern = np.flatnonzero(inp.is_kind(K.KERNEL))
     if not len(kern):
         return []
     codes = inp.name_codes[kern]

@@ -70,7 +70,7 @@ def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _host_rows(inp: Inputs) -> np.ndarray:
-    host = np.flatnonzero(np.isin(inp.kind, K.HOST_KINDS))
+    host = np.flatnonzero(inp.is_kind(*K.HOST_KINDS))
     return host[~inp.is_step_range[host]]
 
 
@@ -116,7 +116,7 @@ def _finding(
     if chain:
         short = " › ".join(chain_names[-2:])
         doing = f"host in {short}"
-        if inp.kind[best] == K.RUNTIME and is_blocking_call(str(inp.names[best])):
+        if inp.kind_of(best) == K.RUNTIME and is_blocking_call(str(inp.names[best])):
             hint = (
                 "The host was waiting for the device in a sync, and the device then waited for the "
                 "host to launch again; see the synchronisation findings."
@@ -154,7 +154,7 @@ def _finding(
         "host_covered_pct": what["covered_pct"],
         "largest_gap_per_stream_us": per_stream,
     }
-    ops = sorted({str(inp.names[r]) for r in chain if inp.kind[r] in (K.CPU_OP, K.USER_ANNOTATION)})
+    ops = sorted({str(inp.names[r]) for r in chain if inp.kind_of(r) in (K.CPU_OP, K.USER_ANNOTATION)})
     return Finding(
         rule="idle_gaps",
         severity=severity,

@@ -25,7 +25,7 @@ def sync_wait_per_step(inp: Inputs) -> float:
 
 
 def _top_self_cpu_ops(inp: Inputs, n: int = 5) -> list[str]:
-    ops = np.flatnonzero(inp.kind == K.CPU_OP)
+    ops = np.flatnonzero(inp.is_kind(K.CPU_OP))
     if inp.has_steps and len(ops):
         ops = ops[inp.in_steps(ops)]
     if not len(ops) or "self_cpu_us" not in inp.events:
@@ -119,7 +119,7 @@ def find_launch_bound(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Median kernel shorter than the median launch call, with many kernels per step."""
     if not inp.device_traced:
         return []
-    kern = np.flatnonzero(inp.kind == K.KERNEL)
+    kern = np.flatnonzero(inp.is_kind(K.KERNEL))
     if inp.has_steps and len(kern):
         kern = kern[inp.launched_in_steps(kern)]
     per = inp.n_steps

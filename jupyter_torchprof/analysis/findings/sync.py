@@ -49,7 +49,7 @@ def is_blocking_call(name: str) -> bool:
 
 def blocking_rows(inp: Inputs) -> np.ndarray:
     """Rows of host runtime calls that block on the device."""
-    rt = np.flatnonzero(inp.kind == K.RUNTIME)
+    rt = np.flatnonzero(inp.is_kind(K.RUNTIME))
     if not len(rt):
         return rt
     names = inp.names[rt]
@@ -107,7 +107,7 @@ def find_syncs(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Synchronisation points inside the profiled steps, grouped by cause."""
     if not inp.device_traced:
         return []
-    recs = np.flatnonzero(inp.kind == K.SYNC)
+    recs = np.flatnonzero(inp.is_kind(K.SYNC))
     rec_call = inp.column("launch")[recs] if len(recs) else np.array([], dtype=np.int64)
     call_rows, counts = _calls_in_steps(inp, blocking_rows(inp), rec_call)
     recs_by_call, orphan_recs = _records_by_call(inp, recs, rec_call)
@@ -292,7 +292,7 @@ def _trailing(inp: Inputs, rows: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return out
-    ops = np.flatnonzero(inp.kind == K.CPU_OP)
+    ops = np.flatnonzero(inp.is_kind(K.CPU_OP))
     tid = inp.column("tid")
     # Start of the last op of each (step, thread): one pass over the ops.
     last = pd.Series(inp.ts[ops]).groupby([inp.step_of(ops), tid[ops]]).max().to_dict()
@@ -306,7 +306,7 @@ def _trailing(inp: Inputs, rows: np.ndarray) -> np.ndarray:
 
 def _copies_by_op(inp: Inputs) -> dict[int, set[str]]:
     """Copy directions (HtoD, DtoH ...) of the copies each op row launched itself."""
-    mem = np.flatnonzero(inp.kind == K.MEMCPY)
+    mem = np.flatnonzero(inp.is_kind(K.MEMCPY))
     op = inp.column("op")[mem]
     out: dict[int, set[str]] = defaultdict(set)
     directions = {c: parse_copy_name(inp.name_of_code(c))[0] for c in np.unique(inp.name_codes[mem]).tolist()}
@@ -318,7 +318,7 @@ def _copies_by_op(inp: Inputs) -> dict[int, set[str]]:
 
 def _inferred_from_ops(inp: Inputs, th: Thresholds) -> list[Finding]:
     """Sync-causing ops in a device trace without runtime calls to show the wait."""
-    if (inp.kind == K.RUNTIME).any():
+    if inp.is_kind(K.RUNTIME).any():
         return []
     rows = sync_op_rows(inp)
     if inp.has_steps and len(rows):
@@ -349,7 +349,7 @@ def sync_op_rows(inp: Inputs) -> np.ndarray:
     Only the outermost of nested ones (``aten::item`` calls
     ``aten::_local_scalar_dense``): one sync, counted once.
     """
-    rows = inp.rows_named(SYNC_OPS, np.flatnonzero(inp.kind == K.CPU_OP))
+    rows = inp.rows_named(SYNC_OPS, np.flatnonzero(inp.is_kind(K.CPU_OP)))
     return rows[~np.isin(inp.parent[rows], rows)]
 
 

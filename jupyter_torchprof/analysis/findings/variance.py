@@ -56,7 +56,7 @@ def _kernel_rows(inp: Inputs) -> np.ndarray:
     A collective's time is mostly waiting for the other ranks, so its spread
     says nothing about the kernel; rule 9 looks at it instead.
     """
-    rows = np.flatnonzero(inp.kind == K.KERNEL)
+    rows = np.flatnonzero(inp.is_kind(K.KERNEL))
     if inp.has_steps and len(rows):
         rows = rows[inp.launched_in_steps(rows)]
     codes = inp.name_codes[rows]
