@@ -16,7 +16,10 @@ import re
 import statistics
 from collections import Counter
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tracefiles import REAL_TRACES, raw_events, real_trace
 
 from jupyter_torchprof import load
@@ -854,3 +857,15 @@ def test_mps_run_says_why_device_rules_were_not_checked():
     rows = f[f["rule"].isin(DEVICE_RULES)]
     assert set(rows["severity"]) == {"not checked"} and set(rows["rule"]) == DEVICE_RULES
     assert all("MPS" in d for d in rows["detail"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**40), max_size=80), st.integers(0, 3))
+def test_unique_rows_is_numpys_unique(values, spread):
+    from jupyter_torchprof.analysis.findings.model import limit_rows, unique_rows
+
+    rows = np.array([v % (10 ** (spread * 3) + 1) for v in values], dtype=np.int64)
+    assert unique_rows(rows).tolist() == np.unique(rows).tolist()
+    with_missing = np.concatenate([rows, -np.ones(3, dtype=np.int64)])
+    assert limit_rows(with_missing, 5) == np.unique(rows)[:5].tolist()
+    assert limit_rows(iter(with_missing.tolist()), -1) == np.unique(rows).tolist()

@@ -180,7 +180,7 @@ def _not_checked(inp: Inputs, rule: str, label: str, th: Thresholds) -> Finding:
         if len(rows):
             finding.detail += describe_unchecked(inp)
             finding.evidence["ops_that_would_sync"] = count_names(inp, rows)
-            finding.event_rows = limit_rows(rows.tolist(), th.max_event_rows)
+            finding.event_rows = limit_rows(rows, th.max_event_rows)
             finding.ops = list(finding.evidence["ops_that_would_sync"])
     return finding
 

@@ -95,7 +95,7 @@ def find_device_bursts(inp: Inputs, th: Thresholds) -> list[Finding]:
                     ),
                     evidence={"bursts": n, "median_burst_us": median, "idle_pct": share, "device": int(dev)},
                     impact_us=idle,
-                    event_rows=limit_rows(in_step.tolist(), th.max_event_rows),
+                    event_rows=limit_rows(in_step, th.max_event_rows),
                 )
             )
     return found

@@ -99,7 +99,7 @@ def _finding(
         detail=detail + " Caused by: " + ", ".join(f"{k} ×{v}" for k, v in ev["causes"].items()) + ".",
         evidence=ev,
         impact_us=ev["time_per_step_us"],
-        event_rows=limit_rows(c.rows[mask].tolist(), th.max_event_rows),
+        event_rows=limit_rows(c.rows[mask], th.max_event_rows),
         ops=ops,
         kernels=list(ev["by_name"]),
     )

@@ -182,7 +182,7 @@ def find_step_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "above_fastest_per_step_us": excess,
             },
             impact_us=excess,
-            event_rows=limit_rows(step_rows[np.isin(names, list(wanted))].tolist(), th.max_event_rows),
+            event_rows=limit_rows(step_rows[np.isin(names, list(wanted))], th.max_event_rows),
             ops=list(grew),
         )
     ]
@@ -250,7 +250,7 @@ def find_tiny_ops(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "calls_by_name": {k: int(v) for k, v in list(counts.items())[:10]},
             },
             impact_us=impact,
-            event_rows=limit_rows(tiny.tolist(), th.max_event_rows),
+            event_rows=limit_rows(tiny, th.max_event_rows),
             ops=names,
         )
     ]
@@ -301,7 +301,7 @@ def find_outside_ops(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "ranges_over_outside_pct": around,
             },
             impact_us=per,
-            event_rows=limit_rows(np.flatnonzero(inp.is_step_range).tolist(), th.max_event_rows),
+            event_rows=limit_rows(np.flatnonzero(inp.is_step_range), th.max_event_rows),
             ops=list(around),
         )
     ]
@@ -410,7 +410,7 @@ def find_threads(inp: Inputs, th: Thresholds) -> list[Finding]:
             ),
             evidence=evidence,
             impact_us=impact,
-            event_rows=limit_rows(top_level_ops(inp, ops)[:200].tolist(), th.max_event_rows),
+            event_rows=limit_rows(top_level_ops(inp, ops)[:200], th.max_event_rows),
             ops=list(top),
         )
     ]
@@ -473,7 +473,7 @@ def find_dataloader(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "median_call_us": float(np.median(inp.dur[rows])),
             },
             impact_us=per,
-            event_rows=limit_rows(rows.tolist(), th.max_event_rows),
+            event_rows=limit_rows(rows, th.max_event_rows),
             ops=sorted(set(inp.names[rows].astype(str).tolist())),
         )
     ]
@@ -541,7 +541,7 @@ def find_host_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "callers": callers,
             },
             impact_us=per,
-            event_rows=limit_rows(copies.tolist(), th.max_event_rows),
+            event_rows=limit_rows(copies, th.max_event_rows),
             ops=list(by_name),
         )
     ]

@@ -98,7 +98,7 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
                     "comm_kernels": int(len(comm)),
                 },
                 impact_us=exp_step,
-                event_rows=limit_rows(top[: min(len(top), 200)].tolist(), th.max_event_rows),
+                event_rows=limit_rows(top[: min(len(top), 200)], th.max_event_rows),
                 kernels=kernels,
             )
         )

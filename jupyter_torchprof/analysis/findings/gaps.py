@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ...format import fmt_time
 from ...trace import categories as K
@@ -36,7 +37,7 @@ def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
         rows = act[dev == d]
         gaps = _gaps(inp, rows)
         per_stream: dict[str, float] = {}
-        for st in sorted(set(stream[dev == d].tolist())):
+        for st in sorted(pd.unique(stream[dev == d]).tolist()):
             g = _gaps(inp, act[(dev == d) & (stream == st)])
             per_stream[str(st)] = float(g["end"][0] - g["start"][0]) if len(g["start"]) else 0.0
         size = gaps["end"] - gaps["start"]

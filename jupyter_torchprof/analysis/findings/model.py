@@ -189,8 +189,13 @@ class Inputs:
         """Occurrences (or summed ``weights``) per name among ``rows``, largest first."""
         codes = self.name_codes[rows]
         ok = codes >= 0
-        uniq, inv = np.unique(codes[ok], return_inverse=True)
-        sums = np.bincount(inv, weights=None if weights is None else weights[ok], minlength=len(uniq))
+        # Codes index the names directly: counting per code is one pass, where
+        # np.unique sorted (or hashed) every row (seconds on ten million).
+        codes = codes[ok]
+        width = len(self._name_codes[1])
+        uniq = np.flatnonzero(np.bincount(codes, minlength=width))
+        counted = np.bincount(codes, weights=None if weights is None else weights[ok], minlength=width)
+        sums = counted[uniq]
         order = np.argsort(-sums, kind="stable")
         return {self.name_of_code(int(uniq[i])): sums[i].item() for i in order}
 
@@ -372,7 +377,7 @@ class Inputs:
     def devices_used(self) -> list[int]:
         """Devices with any activity."""
         dev = self.column("device")[self.activity_rows]
-        return sorted({int(d) for d in dev.tolist()})
+        return sorted(int(d) for d in pd.unique(dev))
 
     def props_of(self, device: int) -> dict[str, Any]:
         """``deviceProperties`` entry of ``device`` (by id, else position)."""
@@ -390,8 +395,29 @@ class Inputs:
 
 def limit_rows(rows: Iterable[int], limit: int) -> list[int]:
     """Sorted unique event rows, cut to ``limit``."""
-    arr = np.unique(np.fromiter((int(r) for r in rows if r >= 0), dtype=np.int64))
+    if hasattr(rows, "__array__"):  # no Python int per row: rules pass millions
+        arr = np.asarray(rows).astype(np.int64, copy=False)
+    else:
+        arr = np.fromiter((int(r) for r in rows), dtype=np.int64)
+    arr = unique_rows(arr[arr >= 0])
     return arr[:limit].tolist() if limit >= 0 else arr.tolist()
+
+
+def unique_rows(rows: np.ndarray) -> np.ndarray:
+    """The distinct values of non-negative row numbers, sorted (what ``np.unique`` gives).
+
+    Marked in a mask as long as the event table: one pass, where numpy's
+    unique took 1.4 s for the 1.9M launch rows of a ten-million-event trace.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return rows
+    top = int(rows.max()) + 1
+    if top > 8 * len(rows) + (1 << 20):  # few rows over a huge range: sorting is cheaper
+        return np.unique(rows)
+    seen = np.zeros(top, dtype=bool)
+    seen[rows] = True
+    return np.flatnonzero(seen)
 
 
 def plural(n: float, word: str, many: str | None = None) -> str:

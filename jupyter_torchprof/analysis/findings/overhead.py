@@ -14,7 +14,7 @@ import numpy as np
 
 from ...format import fmt_time
 from ...trace import categories as K
-from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
+from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows, unique_rows
 from .sync import blocked_time, blocking_rows
 from .thresholds import Thresholds
 
@@ -109,7 +109,7 @@ def find_overhead(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "steps": int(s.get("steps") or 0),
             },
             impact_us=wall * idle_pct / 100,
-            event_rows=limit_rows(steps.tolist(), th.max_event_rows),
+            event_rows=limit_rows(steps, th.max_event_rows),
             ops=top,
         )
     ]
@@ -127,7 +127,7 @@ def find_launch_bound(inp: Inputs, th: Thresholds) -> list[Finding]:
     if kps < th.launch_min_kernels_per_step:
         return []
     launch = inp.column("launch")[kern]
-    launches = np.unique(launch[launch >= 0])
+    launches = unique_rows(launch[launch >= 0])
     if not len(launches):
         return [
             Finding(
@@ -183,7 +183,7 @@ def find_launch_bound(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "device_busy_pct": busy_pct,
             },
             impact_us=impact,
-            event_rows=limit_rows(kern[short].tolist(), th.max_event_rows),
+            event_rows=limit_rows(kern[short], th.max_event_rows),
             kernels=top,
         )
     ]

@@ -205,4 +205,4 @@ def _without_tensor_cores(inp: Inputs, th: Thresholds, g: _Selection) -> Finding
 
 
 def _rows_of(inp: Inputs, names: list[str], limit: int) -> list[int]:
-    return limit_rows(inp.rows_named(names, inp.activity_rows).tolist(), limit)
+    return limit_rows(inp.rows_named(names, inp.activity_rows), limit)

@@ -337,7 +337,7 @@ def _inferred_from_ops(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "runtime calls to measure how long. " + _hint(next(iter(counts)), set(), "", "blocking")
             ),
             evidence={"ops": counts, "per_step": len(rows) / per, "inferred": True},
-            event_rows=limit_rows(rows.tolist(), th.max_event_rows),
+            event_rows=limit_rows(rows, th.max_event_rows),
             ops=list(counts),
         )
     ]

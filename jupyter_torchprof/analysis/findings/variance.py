@@ -123,7 +123,7 @@ def _variance_finding(
             "slowest_us": slow["dur"].head(5).tolist(),
         },
         impact_us=excess_step,
-        event_rows=limit_rows(slow["row"].head(50).tolist(), th.max_event_rows),
+        event_rows=limit_rows(slow["row"].head(50), th.max_event_rows),
         kernels=[name],
     )
 
@@ -160,6 +160,6 @@ def find_cold_start(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "steps": len(steps),
             },
             impact_us=(first - rest) / len(steps),
-            event_rows=limit_rows(first_rows.tolist(), th.max_event_rows),
+            event_rows=limit_rows(first_rows, th.max_event_rows),
         )
     ]
