@@ -216,16 +216,24 @@ def _parse_with_xplanes(p: Path) -> tuple[TraceData, list[Any], list[str], list[
     return td, extra, found, notes
 
 
-def _overlaps_host(td: TraceData) -> bool:
-    """Whether any XPlane device event of ``td`` overlaps the span of its Kineto (host) events."""
+def _xplane_spans(td: TraceData) -> tuple[Any, Any, Any] | None:
+    """(which events came from the XPlane, their starts, their ends), or None unless both kinds are there."""
     import numpy as np
 
     events = td.events
     from_xplane = np.isin(events["cat"].astype(str).to_numpy(), XPLANE_CATEGORIES)
     if not from_xplane.any() or from_xplane.all():
-        return True
+        return None
     ts = events["ts"].to_numpy()
-    end = ts + events["dur"].to_numpy()
+    return from_xplane, ts, ts + events["dur"].to_numpy()
+
+
+def _overlaps_host(td: TraceData) -> bool:
+    """Whether any XPlane device event of ``td`` overlaps the span of its Kineto (host) events."""
+    spans = _xplane_spans(td)
+    if spans is None:
+        return True
+    from_xplane, ts, end = spans
     host_start, host_end = float(ts[~from_xplane].min()), float(end[~from_xplane].max())
     return bool((from_xplane & (ts <= host_end) & (end >= host_start)).any())
 
@@ -238,20 +246,15 @@ def _drop_before_host(td: TraceData) -> int:
     device work, which would then count in every table as an extra step.
     Times are re-based so the first kept event is at 0 again.
     """
-    import numpy as np
-
-    events = td.events
-    cat = events["cat"].astype(str).to_numpy()
-    from_xplane = np.isin(cat, XPLANE_CATEGORIES)
-    if not from_xplane.any() or from_xplane.all():
+    spans = _xplane_spans(td)
+    if spans is None:
         return 0
-    ts = events["ts"].to_numpy()
-    end = ts + events["dur"].to_numpy()
+    from_xplane, ts, end = spans
     first_host = float(ts[~from_xplane].min())
     drop = from_xplane & (end < first_host)
     if not drop.any():
         return 0
-    kept = events.loc[~drop].reset_index(drop=True)
+    kept = td.events.loc[~drop].reset_index(drop=True)
     shift = float(kept["ts"].min())
     kept["ts"] = kept["ts"] - shift
     td.events = kept

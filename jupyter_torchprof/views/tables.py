@@ -569,19 +569,17 @@ class OpTable:
         rec = self.shown.iloc[index]
         ev = self.profile.events
         names = ev["name"]
-        cats = names.cat.categories.to_numpy(object)
         if rec["name"] == ops_mod.STEP_ROW:
+            cats = names.cat.categories.to_numpy(object)
             wanted = np.array([bool(ops_mod.STEP_PATTERN.match(str(c))) for c in cats] + [False])
+            mask = wanted[names.cat.codes.to_numpy()]
         else:
-            wanted = np.append(cats == rec["name"], False)
-        mask = wanted[names.cat.codes.to_numpy()]
+            mask = _label_mask(names, rec["name"])
         mask &= K.kind_mask(ev, K.OP_KINDS + (K.PYTHON_FUNCTION,))
         group_col = {"shape": "input_dims", "stack": "stack", "module": "module"}.get(self.group_by)
         if group_col is not None:
-            value = rec[_GROUP_FIELD[self.group_by]]
             col = self.profile.module_of if self.group_by == "module" else ev[group_col]
-            col = col.astype(object)
-            mask &= (col.fillna("") == value).to_numpy() if value == "" else (col == value).to_numpy()
+            mask &= _label_mask(col, rec[_GROUP_FIELD[self.group_by]], missing_is_empty=True)
         return np.flatnonzero(mask)
 
 
@@ -713,17 +711,21 @@ class KernelTable:
             return np.array([], dtype=np.int64)
         rec = self.shown.iloc[index]
         ev = self.profile.events
-        # By the categorical codes: comparing strings per event takes seconds on a huge trace.
-        names = ev["name"]
-        code = names.cat.categories.get_indexer([rec["name"]])[0]
-        if code < 0:
-            return np.array([], dtype=np.int64)
-        mask = names.cat.codes.to_numpy() == code
-        if rec["kind"] in K.KIND_INDEX:
-            mask &= K.kind_mask(ev, rec["kind"])
-        else:
-            mask &= ev["kind"].astype(object).to_numpy() == rec["kind"]
-        return np.flatnonzero(mask)
+        return np.flatnonzero(_label_mask(ev["name"], rec["name"]) & _label_mask(ev["kind"], rec["kind"]))
+
+
+def _label_mask(col: pd.Series, value: Any, missing_is_empty: bool = False) -> np.ndarray:
+    """Rows of ``col`` whose label is ``value`` (a missing one counts as ``""`` with ``missing_is_empty``).
+
+    From the categorical codes: comparing a string per event takes seconds
+    on a trace of millions of events.
+    """
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        values = col.astype(object)
+        return ((values.fillna("") if missing_is_empty else values) == value).to_numpy()
+    cats = col.cat.categories.to_numpy(object)
+    wanted = np.append(cats == value, missing_is_empty and value == "")
+    return wanted[col.cat.codes.to_numpy()]
 
 
 def _summary_labels(keys: np.ndarray, values: np.ndarray, categories: Any) -> dict[int, str]:

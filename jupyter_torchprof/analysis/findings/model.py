@@ -156,11 +156,7 @@ class Inputs:
 
     @cached_property
     def _name_codes(self) -> tuple[np.ndarray, np.ndarray]:
-        col = self.events["name"]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            return col.cat.codes.to_numpy().astype(np.int64), col.cat.categories.to_numpy(dtype=object)
-        codes, uniques = pd.factorize(col.astype(object))
-        return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+        return _coded(self.events["name"])
 
     @property
     def name_codes(self) -> np.ndarray:
@@ -210,18 +206,13 @@ class Inputs:
 
     @cached_property
     def _kind_codes(self) -> tuple[np.ndarray, np.ndarray]:
-        col = self.events["kind"]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            return col.cat.codes.to_numpy(), np.array(
-                [*col.cat.categories.to_numpy(object), None], dtype=object
-            )
-        codes, uniques = pd.factorize(col.astype(object))
-        return codes, np.array([*uniques, None], dtype=object)
+        return _coded(self.events["kind"])
 
     def kind_of(self, row: int) -> str | None:
         """The kind of event ``row``."""
         codes, kinds = self._kind_codes
-        return kinds[codes[row]]
+        code = codes[row]
+        return kinds[code] if code >= 0 else None
 
     @cached_property
     def ts(self) -> np.ndarray:
@@ -391,6 +382,14 @@ class Inputs:
     def op_name(self, row: int) -> str:
         """Name of event ``row`` (empty for -1)."""
         return str(self.names[row]) if row >= 0 else ""
+
+
+def _coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 code per row, -1 for none; the label of each code) of a column, categorical or not."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), col.cat.categories.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(col.astype(object))
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
 def limit_rows(rows: Iterable[int], limit: int) -> list[int]:
