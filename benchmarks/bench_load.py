@@ -168,10 +168,15 @@ def interleaved(contenders: list[Contender], path: Path, repeat: int, hta_timeou
     """
     runs: dict[str, list[dict]] = {label: [] for label, _, _ in contenders}
     for i in range(repeat):
-        k = i % len(contenders)
-        for label, kind, source in contenders[k:] + contenders[:k]:
+        for label, kind, source in rotated(contenders, i):
             runs[label].append(run_contender(kind, path, hta_timeout if kind == "hta" else 3600, source))
     return runs
+
+
+def rotated(items: list, round_: int) -> list:
+    """``items`` in the order round ``round_`` runs them: each round starts one further along."""
+    k = round_ % len(items)
+    return items[k:] + items[:k]
 
 
 def median_of(runs: list[dict], key: str) -> str:

@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_load import median_of, ratio_of, synthetic_trace  # noqa: E402 - the sibling script's helpers
+from bench_load import median_of, ratio_of, rotated, synthetic_trace  # noqa: E402 - the sibling script's helpers
 
 
 def _child(path: str) -> dict:
@@ -94,8 +94,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {label: [] for label in labels}
     pairs = list(zip(labels, sources, strict=True))
     for i in range(args.repeat):
-        k = i % len(pairs)
-        for label, source in pairs[k:] + pairs[:k]:
+        for label, source in rotated(pairs, i):
             runs[label].append(run(path, source))
     print(f"== {path.name}, {args.repeat} rounds; trees: {', '.join(map(str, sources))}")
     print(f"{'tree':8s} {'events':>9s} {'glyphs':>8s} {'first s':>8s} {'again s':>8s} {'peak RSS MB':>12s}")
