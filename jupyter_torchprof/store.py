@@ -72,6 +72,15 @@ _INFO_TYPES: dict[str, tuple[type, ...]] = {
 }
 #: Largest process id any system hands out (Linux: 2**22); a bigger one is not a pid.
 _MAX_PID = 2**31 - 1
+#: The temporary file `write_json_atomic` writes a run.json through.
+_INFO_TMP_RE = re.compile(r"\.run\.json\.[0-9a-f]{8}\.tmp")
+#: A run folder holding nothing but such a file is a `RunStore.create` still
+#: writing its placeholder, or one that died doing so (a kernel killed in the
+#: fsync). Never listed; once untouched this long, it is removed: no create
+#: takes minutes to write 200 bytes.
+ABANDONED_CREATE_S = 300.0
+#: The problem of a run folder without run.json.
+MISSING_INFO = "run.json is missing"
 
 _pending_compressions: list[threading.Thread] = []
 
@@ -114,6 +123,31 @@ def _discard(tmp: Path) -> None:
     # A half-written temporary file would keep eating the space that ran out.
     try:
         tmp.unlink()
+    except OSError:
+        pass
+
+
+def _unfinished_create(run_dir: Path) -> float | None:
+    """Seconds since a folder holding only run.json temporary files was last written; None otherwise."""
+    try:
+        entries = list(os.scandir(run_dir))
+        if not entries or not all(
+            _INFO_TMP_RE.fullmatch(e.name) and e.is_file(follow_symlinks=False) for e in entries
+        ):
+            return None
+        newest = max(e.stat(follow_symlinks=False).st_mtime for e in entries)
+    except OSError:  # gone meanwhile (its create finished or failed): let the listing say
+        return None
+    return time.time() - newest
+
+
+def _remove_abandoned_create(run_dir: Path) -> None:
+    """Remove a dead create's folder: its temporary files, then the folder if nothing else came."""
+    try:
+        for entry in os.scandir(run_dir):
+            if _INFO_TMP_RE.fullmatch(entry.name):
+                os.unlink(entry.path)
+        os.rmdir(run_dir)  # refuses a folder a late writer has just put a file into
     except OSError:
         pass
 
@@ -178,6 +212,11 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     except OSError as exc:
         _discard(tmp)
         raise disk_error(exc, path) from None
+    except BaseException:
+        # A Ctrl-C while writing or syncing: the temporary file must not stay
+        # (in a new run folder it would be the only thing left).
+        _discard(tmp)
+        raise
 
 
 def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = True) -> None:
@@ -312,7 +351,6 @@ class RunStore:
         except OSError as exc:
             raise disk_error(exc, self.root) from None
         run_dir = self.root / run_id
-        run_dir.mkdir()
         placeholder = {
             "schema": SCHEMA,
             "id": run_id,
@@ -322,9 +360,14 @@ class RunStore:
             "host": socket.gethostname(),
         }
         try:
+            run_dir.mkdir()
             write_json_atomic(run_dir / RUN_FILE, placeholder)
-        except OSError:
-            shutil.rmtree(run_dir, ignore_errors=True)  # no empty folder listed as damaged
+        except FileExistsError:
+            raise  # the id is taken: that folder is someone else's
+        except BaseException:
+            # A full disk, or a Ctrl-C at any point (the fsync included): no
+            # folder without its record is left to be listed as damaged.
+            shutil.rmtree(run_dir, ignore_errors=True)
             raise
         return run_dir
 
@@ -347,7 +390,7 @@ class RunStore:
         try:
             data = json.loads(read_small_file(run_dir / RUN_FILE, MAX_INFO_BYTES, "a run's record"))
         except FileNotFoundError:
-            return self._damaged(run_id, "run.json is missing")
+            return self._damaged(run_id, MISSING_INFO)
         except UnfitFile as exc:
             return self._damaged(run_id, f"run.json {exc}")
         except ValueError as exc:  # not JSON, not UTF-8, a number of 5,000 digits ...
@@ -389,9 +432,29 @@ class RunStore:
         ]
 
     def list(self) -> list[dict[str, Any]]:
-        """Every run, newest first; damaged runs are included and flagged."""
-        runs = [self.read_info(run_id) for run_id in self.ids()]
+        """Every run, newest first; damaged runs are included and flagged.
+
+        A folder holding only the temporary file of a placeholder being
+        written is not a run (yet): it is left out, and removed once it is
+        `ABANDONED_CREATE_S` old (its create died).
+        """
+        runs = []
+        for run_id in self.ids():
+            info = self.read_info(run_id)
+            if info.get("problem") == MISSING_INFO and self._creating(run_id):
+                continue
+            runs.append(info)
         return sorted(runs, key=lambda r: (r.get("created") or 0, r["id"]), reverse=True)
+
+    def _creating(self, run_id: str) -> bool:
+        """Whether a folder without run.json is a create in progress or a dead one (removed)."""
+        run_dir = self.root / run_id
+        age = _unfinished_create(run_dir)
+        if age is None:
+            return False
+        if age > ABANDONED_CREATE_S:
+            _remove_abandoned_create(run_dir)
+        return True
 
     def find_loaded(self, key: str) -> Path | None:
         """The folder of a kept loaded trace whose sources had this `source_key`, if any."""

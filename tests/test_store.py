@@ -462,3 +462,94 @@ def test_a_fifo_named_like_the_gzip_does_not_hide_the_raw_trace(tmp_path):
     os.mkfifo(run_dir / "rank-1.json")
     assert trace_file(run_dir) == run_dir / "trace.json"
     assert store.locate_traces(run_dir.name) == [run_dir / "trace.json"]
+
+
+# ------------------------------------------------------- Ctrl-C inside create()
+
+
+def _interrupt_at_line(targets: set, k: int) -> list[str]:
+    """A tracer raising KeyboardInterrupt at the ``k``-th line (or return) of the ``targets`` code objects.
+
+    An exception raised by a trace function is raised in the traced frame at
+    that line, as a SIGINT's handler would be: every point of those
+    functions can be hit, the os.fsync line included. Returns the hit
+    (``["function:line:event"]``) once it happened.
+    """
+    seen = [0]
+    hit: list[str] = []
+
+    def local(frame, event, arg):
+        if event in ("line", "return") and not hit:
+            seen[0] += 1
+            if seen[0] == k:
+                hit.append(f"{frame.f_code.co_name}:{frame.f_lineno}:{event}")
+                raise KeyboardInterrupt
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code in targets else None
+
+    sys.settrace(tracer)
+    return hit
+
+
+def test_create_interrupted_at_any_point_leaves_nothing_listed(tmp_path):
+    from jupyter_torchprof import store as store_mod
+
+    store = RunStore(tmp_path / "runs")
+    targets = {RunStore.create.__code__, store_mod.write_json_atomic.__code__}
+    hits = []
+    for k in range(1, 500):
+        hit = _interrupt_at_line(targets, k)
+        try:
+            store.create()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        if not hit:  # create ran to its end without reaching the k-th point: all were tried
+            break
+        hits.append(hit[0])
+        listed = store.list()
+        if hit[0].startswith("create:") and _source_line(hit[0]).strip() == "return run_dir":
+            # after the placeholder was written: the run is the caller's, and whole
+            (run,) = listed
+            assert run["running"] and not run["damaged"], run
+            store.delete(run["id"])
+            continue
+        left = [p.name for p in store.root.iterdir()] if store.root.exists() else []
+        assert (listed, left) == ([], []), (hit[0], _source_line(hit[0]))
+    assert any("fsync" in _source_line(h) for h in hits), hits
+    assert len(hits) > 10
+
+
+def _source_line(hit: str) -> str:
+    import linecache
+
+    from jupyter_torchprof import store as store_mod
+
+    line = int(hit.split(":")[1])
+    return linecache.getline(store_mod.__file__, line)
+
+
+def test_a_folder_holding_only_a_placeholder_temp_file_is_not_a_damaged_run(tmp_path):
+    """A kernel killed during create()'s fsync: not listed while young, removed once abandoned."""
+    store = RunStore(tmp_path / "runs")
+    kept = fake_run(store, time.time() - 60, 10, name="kept")
+    # an hour: far longer than any create takes (the store's threshold is minutes)
+    young, old = (store.root / new_run_id(time.time() - s) for s in (1, 3600))
+    for folder in (young, old):
+        folder.mkdir()
+        (folder / ".run.json.0123abcd.tmp").write_text('{"schema": 1, "status": "runn')
+    stale = time.time() - 3600
+    os.utime(old / ".run.json.0123abcd.tmp", (stale, stale))
+    # a folder with anything else in it is a run whose record is missing: still listed as damaged
+    other = store.root / new_run_id(time.time() - 7200)
+    other.mkdir()
+    (other / ".run.json.0123abcd.tmp").write_text("{")
+    (other / "trace.json.gz").write_bytes(b"x")
+    os.utime(other / ".run.json.0123abcd.tmp", (stale, stale))
+    listed = {r["id"]: r for r in store.list()}
+    assert set(listed) == {kept, other.name}
+    assert listed[other.name]["damaged"] and listed[other.name]["problem"] == "run.json is missing"
+    assert young.is_dir() and not old.exists()  # a create may still be writing the young one
