@@ -1,4 +1,4 @@
-"""Memory over the run: the peak each device reached, from the ``[memory]`` events.
+"""Memory from the ``[memory]`` events: each device's peak, and each interval's bytes.
 
 Kineto writes, with every allocation and free, the allocator's running total
 (``total_allocated``). The CPU total counts only what was allocated while
@@ -13,6 +13,10 @@ import pandas as pd
 
 #: Kineto's ``Device Type`` of host memory.
 CPU_DEVICE_TYPE = 0
+#: How far (µs) an allocation may lie outside an interval and still count as
+#: inside: half a nanosecond, below the trace's resolution, so the bounds are
+#: inclusive (as torch's) without taking in the next nanosecond's allocation.
+INTERVAL_TOLERANCE_US = 0.0005
 
 _COLUMNS = ["device", "peak_bytes", "allocations", "frees", "allocated_bytes", "relative"]
 
@@ -46,3 +50,50 @@ def memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=_COLUMNS)
+
+
+def memory_in_intervals(
+    start: np.ndarray,
+    end: np.ndarray,
+    memory: pd.DataFrame,
+    tolerance: float = INTERVAL_TOLERANCE_US,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes allocated (net of frees) inside each ``[start, end]``, on any thread.
+
+    This is torch's rule (``_parse_kineto_results``): an event's memory
+    usage is the sum of every ``[memory]`` record whose time lies in its
+    interval, bounds included, whichever thread made it. A tensor allocated
+    on a forked TorchScript thread while a main-thread op waits counts for
+    that op as well as for the op that allocated it.
+
+    Parameters
+    ----------
+    start, end
+        Interval bounds (µs, the trace's clock after parsing).
+    memory
+        ``[memory]`` events: ``ts``, ``bytes`` and ``device_type``.
+    tolerance
+        Slack (µs) on both bounds, for the rounding of parsed timestamps.
+
+    Returns
+    -------
+    (host bytes, device bytes) per interval, as float arrays.
+    """
+    n = len(start)
+    if memory is None or not len(memory):
+        return np.zeros(n), np.zeros(n)
+    ts = memory["ts"].to_numpy(np.float64)
+    order = np.argsort(ts, kind="stable")
+    ts = ts[order]
+    # A record without a size adds nothing, rather than poisoning the sums.
+    nbytes = np.nan_to_num(memory["bytes"].to_numpy(np.float64)[order])
+    on_cpu = memory["device_type"].to_numpy()[order] == CPU_DEVICE_TYPE
+    # Prefix sums turn each interval's sum into two look-ups (the events
+    # are many, the records sorted once).
+    lo = np.searchsorted(ts, np.asarray(start, np.float64) - tolerance, side="left")
+    hi = np.searchsorted(ts, np.asarray(end, np.float64) + tolerance, side="right")
+    out = []
+    for sel in (on_cpu, ~on_cpu):
+        csum = np.concatenate([[0.0], np.cumsum(np.where(sel, nbytes, 0.0))])
+        out.append(csum[hi] - csum[lo])
+    return out[0], out[1]

@@ -7,8 +7,13 @@ Numbers follow torch's ``key_averages()`` definitions so that the two agree:
   host call tree (ops, annotations, runtime calls, Python frames);
 * ``self_device_us``: device time of the kernels, copies and memsets whose
   launch the op encloses most closely;
-* ``device_total_us``: the same for the op and everything below it.
+* ``device_total_us``: the same for the op and everything below it;
+* ``cpu_mem_bytes`` / ``device_mem_bytes``: bytes allocated (net of frees)
+  inside the op's interval on any thread, and ``self_*`` that minus its
+  children's.
 
+A row is a (name, kind) pair, as torch keys rows by name and whether the
+event is a user annotation: ``record_function("aten::mm")`` is not the op.
 ``ProfilerStep#k`` ranges are merged into one ``ProfilerStep*`` row, as torch
 does, and an op whose parent has the same name and no other child is folded
 into that parent, as torch's ``EventList._remove_dup_nodes`` does
@@ -29,6 +34,7 @@ import pandas as pd
 from .. import columns
 from ..trace import categories as K
 from .flops import FLOPS_COLUMNS, estimate_flops
+from .memory import memory_in_intervals
 from .tree import children_sums, folded_into, subtree_sums
 
 STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
@@ -86,8 +92,12 @@ def event_costs(
         Host call tree (`tree.host_tree`).
     op_of_device
         For each event, the op that launched it (`links.link_device_events`).
-    memory, memory_owner
-        ``[memory]`` events and, for each, the op enclosing it.
+    memory
+        ``[memory]`` events; each host event's memory is what was allocated
+        inside its interval on any thread, as in torch (`_memory_costs`).
+    memory_owner
+        Not needed by that rule; accepted so that callers passing the op
+        enclosing each ``[memory]`` event need no change.
     """
     n = len(events)
     dur = events["dur"].to_numpy()
@@ -104,17 +114,37 @@ def event_costs(
         "device_total_us": device_total,
         "folded_into": folded_into(parent, depth, events["name"].cat.codes.to_numpy()),
     }
-    if memory is not None and memory_owner is not None and len(memory):
-        owned = memory_owner >= 0
-        on_cpu = memory["device_type"].to_numpy() == 0
-        nbytes = memory["bytes"].to_numpy()
-        for label, sel in (("cpu_mem", owned & on_cpu), ("device_mem", owned & ~on_cpu)):
-            own = np.bincount(memory_owner[sel], weights=nbytes[sel], minlength=n)[:n].astype(float)
-            out[f"self_{label}_bytes"] = own
-            out[f"{label}_bytes"] = subtree_sums(parent, depth, own)
+    if memory is not None and len(memory):
+        out.update(_memory_costs(events, parent, is_host, memory))
     # copy=False: fresh arrays, which a copy would only stack into one block
     # (on ten million events, a second of copying per table).
     return pd.DataFrame(out, index=events.index, copy=False)
+
+
+def _memory_costs(
+    events: pd.DataFrame, parent: np.ndarray, is_host: np.ndarray, memory: pd.DataFrame
+) -> dict[str, np.ndarray]:
+    """Memory of each host event and of the event alone, as torch counts them.
+
+    torch gives an event every allocation inside its interval on any thread
+    (`memory.memory_in_intervals`), and its self memory is that minus its
+    children's: an allocation made on another thread (a forked TorchScript
+    task) while an op waits is the op's own, which an owner-on-the-same-
+    thread rule would miss.
+    """
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    host = np.flatnonzero(is_host)
+    out: dict[str, np.ndarray] = {}
+    n = len(events)
+    for label, inside in zip(
+        ("cpu_mem", "device_mem"), memory_in_intervals(ts[host], end[host], memory), strict=True
+    ):
+        total = np.zeros(n)
+        total[host] = inside
+        out[f"self_{label}_bytes"] = np.where(is_host, total - children_sums(parent, total), 0.0)
+        out[f"{label}_bytes"] = total
+    return out
 
 
 def _fold_self_costs(costs: pd.DataFrame) -> pd.DataFrame:
@@ -253,9 +283,13 @@ def _coded_frame(
 def _aggregate(
     frame: pd.DataFrame, labels: dict[str, np.ndarray], cost_columns: pd.Index, flops: bool
 ) -> pd.DataFrame:
-    """One row per group of ``labels``' keys: calls, times, memory and FLOPs summed, keys as labels."""
+    """One row per group of ``labels``' keys and kind: calls, times, memory and FLOPs summed, keys as labels.
+
+    The kind is part of the key, as ``is_user_annotation`` is of torch's: a
+    ``record_function("aten::mm")`` range is a row of its own, not more
+    calls of the op ``aten::mm``.
+    """
     agg = {
-        "kind": ("kind", "first"),
         "calls": ("dur", "size"),
         "self_cpu_us": ("self_cpu_us", "sum"),
         "cpu_total_us": ("dur", "sum"),
@@ -267,7 +301,8 @@ def _aggregate(
             agg[col] = (col, "sum")
     if flops:
         agg["flops"] = ("flops", "sum")
-    table = frame.groupby(list(labels), sort=False).agg(**agg).reset_index()
+    keys = ["name", "kind", *list(labels)[1:]]
+    table = frame.groupby(keys, sort=False).agg(**agg).reset_index()
     for key, values in labels.items():
         # code -1 (missing) picks the trailing "" of each label array
         table[key] = values[table[key].to_numpy()]
