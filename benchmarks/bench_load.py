@@ -1,7 +1,7 @@
 """Loading a Kineto trace: jupyter_torchprof vs Holistic Trace Analysis vs orjson vs gunzip.
 
 Side by side, on the largest real traces (by bytes of JSON) in
-``../shared/traces/kineto`` and on a synthetic trace written by
+``tests/data/kineto`` (or ``$TORCHPROF_TRACE_DIR``) and on a synthetic trace written by
 ``make_synthetic_trace.py`` (default 1M events in 5 steps, with log arrays,
 ``[memory]`` events and ~60 kernel names). The contenders, each timed from
 the path of the ``.json.gz`` file, so that every one pays for the inflate:
@@ -49,7 +49,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-TRACE_DIR = Path(os.environ.get("TORCHPROF_TRACE_DIR", ROOT.parent / "shared" / "traces" / "kineto"))
+TRACE_DIR = Path(os.environ.get("TORCHPROF_TRACE_DIR") or ROOT / "tests" / "data" / "kineto")
 TABLES = ("ops", "kernels", "steps", "streams", "summary", "events")
 LABELS = {"ours": "ours", "orjson": "orjson", "gunzip": "gunzip", "hta": "HTA", "imports": "imports"}
 

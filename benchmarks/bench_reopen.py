@@ -47,7 +47,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "kineto" / "v100_ddp_ns_timestamps.pt.trace.json.gz"
+DEFAULT_TRACE = ROOT / "tests" / "data" / "kineto" / "v100_ddp_ns_timestamps.pt.trace.json.gz"
 sys.path.insert(0, str(ROOT))
 
 from jupyter_torchprof.results import cache  # noqa: E402

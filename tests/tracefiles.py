@@ -1,4 +1,4 @@
-"""Where the shared real traces are, and an independent reader for them."""
+"""Where the real traces are (``tests/data/kineto``), and an independent reader for them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Real GPU traces live beside the checkout (../shared/traces), never in it.
-TRACE_DIR = Path(os.environ.get("TORCHPROF_TRACE_DIR", ROOT.parent / "shared" / "traces" / "kineto"))
+#: The project's copies of the real traces (byte-identical, MIT, see tests/data/README.md):
+#: a fresh clone runs every test on them, with nothing beside the checkout.
+DATA_DIR = ROOT / "tests" / "data" / "kineto"
+#: Where the tests read them; ``$TORCHPROF_TRACE_DIR`` points at another copy.
+TRACE_DIR = Path(os.environ.get("TORCHPROF_TRACE_DIR") or DATA_DIR)
 
 REAL_TRACES = [
     "a100_nccl_rank0.pt.trace.json.gz",
@@ -28,10 +31,16 @@ GPU_TRACES = [t for t in REAL_TRACES if t != "cpu_only.pt.trace.json.gz"]
 
 
 def real_trace(name: str) -> Path:
-    """Path of a shared real trace; skips the test when the folder is absent."""
+    """Path of one of the real traces; fails the test (never skips it) when the file is missing.
+
+    The traces ship with the project, so a missing one is a broken checkout
+    or a wrong ``$TORCHPROF_TRACE_DIR``: a skip would hide hundreds of tests.
+    """
     path = TRACE_DIR / name
-    if not path.exists():
-        pytest.skip(f"real traces not available ({TRACE_DIR} is missing; CI has it beside the clone)")
+    if not path.is_file():
+        pytest.fail(
+            f"real trace {name} is missing from {TRACE_DIR} (see tests/data/README.md)", pytrace=False
+        )
     return path
 
 
