@@ -100,8 +100,12 @@ def test_the_suite_is_varied():
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_every_row_equals_key_averages(captured, name):
     cap = captured[name]
-    table = cap.ours.op_table(flops=True).set_index("name")
-    theirs = {ev.key: ev for ev in cap.by_name}
+    table = cap.ours.op_table(flops=True)
+    # torch keys a row by name and whether it is a user annotation; so do we.
+    table = table.set_index([table["name"], table["kind"] == "user_annotation"])
+    assert table.index.is_unique
+    theirs = {(ev.key, bool(ev.is_user_annotation)): ev for ev in cap.by_name}
+    assert len(theirs) == len(cap.by_name)
     assert set(table.index) == set(theirs), "the same rows on both sides"
     bad = {key: m for key, ev in theirs.items() if (m := _mismatches(table.loc[key], ev))}
     assert not bad, bad
@@ -123,8 +127,11 @@ def _torch_shape_key(ours: str) -> str:
 def test_every_row_by_input_shape_equals_key_averages(captured, name):
     cap = captured[name]
     ours = cap.ours.op_table("shape", flops=True)
-    ours = ours.assign(torch_shapes=[_torch_shape_key(s) for s in ours["input_shapes"]])
-    summed = ours.groupby(["name", "torch_shapes"]).agg(
+    ours = ours.assign(
+        torch_shapes=[_torch_shape_key(s) for s in ours["input_shapes"]],
+        annotation=ours["kind"] == "user_annotation",
+    )
+    summed = ours.groupby(["name", "annotation", "torch_shapes"]).agg(
         calls=("calls", "sum"),
         cpu_total_us=("cpu_total_us", "sum"),
         self_cpu_us=("self_cpu_us", "sum"),
@@ -134,7 +141,7 @@ def test_every_row_by_input_shape_equals_key_averages(captured, name):
     )
     bad = {}
     for ev in cap.by_shape:
-        key = (ev.key, json.dumps(ev.input_shapes or []))
+        key = (ev.key, bool(ev.is_user_annotation), json.dumps(ev.input_shapes or []))
         if key not in summed.index:
             bad[key] = "missing"
         elif m := _mismatches(summed.loc[key], ev):
