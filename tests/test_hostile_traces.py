@@ -9,6 +9,7 @@ Python over what was written), not read back from the parser.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import os
@@ -350,18 +351,46 @@ def test_gzip_bomb_under_the_limit_costs_about_its_size(bomb_file):
 
 
 def test_default_limit_is_a_fraction_of_available_memory(monkeypatch):
+    # Available memory moves between any two readings on a busy machine, so
+    # the rule is checked on fixed readings, and the live reading by bounds
+    # that hold whatever the load (see the next test).
     monkeypatch.delenv("TORCHPROF_MAX_TRACE_BYTES", raising=False)
-    avail = reader.available_memory()
-    assert avail is not None and avail > 0
-    # /proc/meminfo, read here with plain Python, bounds what is available.
-    with open("/proc/meminfo") as fh:
-        fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in fh}
-    assert avail <= fields["MemAvailable"]
-    limit = reader.default_max_bytes()
-    assert limit == max(int(avail * reader.MEMORY_FRACTION), 64 << 20)
-    assert limit < fields["MemTotal"] / 2
+    for avail, limit in ((8 << 30, 2 << 30), (1 << 30, 256 << 20), (100 << 20, 64 << 20)):
+        monkeypatch.setattr(reader, "available_memory", lambda avail=avail: avail)
+        assert reader.default_max_bytes() == limit, avail
+    monkeypatch.setattr(reader, "available_memory", lambda: None)
+    assert reader.default_max_bytes() == reader._FALLBACK_LIMIT
     monkeypatch.setenv("TORCHPROF_MAX_TRACE_BYTES", "123456789")
     assert reader.default_max_bytes() == 123456789
+
+
+def test_available_memory_reads_meminfo_capped_by_the_cgroup(monkeypatch):
+    meminfo = b"MemTotal:       16000000 kB\nMemFree:   100 kB\nMemAvailable:    4000000 kB\n"
+    files = {"/proc/meminfo": meminfo}
+
+    def fake_open(path, mode="r", *args, **kwargs):
+        if str(path) not in files:
+            raise FileNotFoundError(path)
+        return io.BytesIO(files[str(path)])
+
+    with monkeypatch.context() as m:
+        m.setattr(reader, "open", fake_open, raising=False)  # the module's open, not builtins'
+        assert reader.available_memory() == 4000000 * 1024
+        files["/sys/fs/cgroup/memory.max"] = b"max\n"  # cgroup v2 without a limit
+        files["/sys/fs/cgroup/memory.current"] = b"123\n"
+        assert reader.available_memory() == 4000000 * 1024
+        files["/sys/fs/cgroup/memory.max"] = b"1073741824\n"
+        files["/sys/fs/cgroup/memory.current"] = b"314572800\n"
+        assert reader.available_memory() == (1 << 30) - (300 << 20)
+
+    # The live reading: bounds that no other process's allocations can break
+    # (a cgroup whose page cache fills it up leaves 0 available).
+    monkeypatch.delenv("TORCHPROF_MAX_TRACE_BYTES", raising=False)
+    with open("/proc/meminfo") as fh:
+        total = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in fh}["MemTotal"]
+    avail = reader.available_memory()
+    assert avail is not None and 0 <= avail <= total
+    assert 64 << 20 <= reader.default_max_bytes() <= max(total * reader.MEMORY_FRACTION, 64 << 20)
 
 
 def test_plain_json_over_the_limit_names_the_limit(tmp_path, monkeypatch):
