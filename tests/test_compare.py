@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from jupyter_torchprof.capture.compile import assigned_names
+from jupyter_torchprof.capture.runner import INTERLEAVE_ROUNDS
 
 SETUP = """
 import torch
@@ -40,8 +42,16 @@ def test_compare_gives_eager_compiled_and_diff(shell, capsys):
     c = shell.user_ns["_torchprof"]
     assert c.eager is not None and c.compiled is not None
     assert c.eager.summary["steps"] == 2 and c.compiled.summary["steps"] == 2
-    # eager: 1 warm-up + profiler warm-up + 2 steps; compiled: >= 2 warm-ups + profiler warm-up + 2 steps
-    assert len(shell.user_ns["calls"]) == (1 + 1 + 2) + (2 + 1 + 2)
+    # eager: 1 warm-up + profiler warm-up + 2 steps; compiled: >= 2 warm-ups + profiler warm-up + 2 steps;
+    # then 8 runs of each side, alternating (the wall and CPU verdicts rest on them)
+    assert len(shell.user_ns["calls"]) == (1 + 1 + 2) + (2 + 1 + 2) + 2 * INTERLEAVE_ROUNDS
+    assert c.paired is not None and c.paired.pairs == INTERLEAVE_ROUNDS
+    rows = c.headline.set_index("metric")
+    assert rows.loc["wall per step", "evidence"] == "interleaved"
+    assert rows.loc["wall per step", "steps_a"] == INTERLEAVE_ROUNDS
+    assert f"evidence: {INTERLEAVE_ROUNDS} interleaved pairs" in rows.loc["wall per step", "reason"]
+    assert rows.loc["process CPU per step", "evidence"] == "interleaved"
+    assert c.verdict[1] == rows.loc["wall per step", "reason"]
     # names assigned by the cell land in the notebook namespace from the compiled run too
     assert isinstance(shell.user_ns["h"], torch.Tensor) and shell.user_ns["h"].shape == (16, 8)
     assert isinstance(res.result, torch.Tensor)
@@ -199,7 +209,7 @@ def test_inductor_fuses_kernels_on_the_cpu(shell):
 
 def test_comparison_view_builds_with_diff_table(shell):
     """The eager | compiled | diff widget: toggles, a sortable diff table with exact rows."""
-    pytest.importorskip("jupyter_bokeh")
+    pytest.importorskip("anywidget")
     from jupyter_torchprof.views.compare import ComparisonView, diff_rows
 
     shell.run_cell(SETUP)
@@ -252,3 +262,127 @@ def test_leaving_ipython_after_a_compare_prints_no_dynamo_noise(tmp_path, cell):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("Comparison")
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+# --------------------------------------------------------------------------- #
+# issue 27: interleaved runs, CPU time per step, readable compiled names
+
+
+def test_interleave_alternates_which_side_runs_first():
+    from jupyter_torchprof.capture.device import resolve_device
+    from jupyter_torchprof.capture.runner import interleave
+
+    order = []
+    res = interleave(lambda: order.append("a"), lambda: order.append("b"), resolve_device("cpu"), 4)
+    assert "".join(order) == "abbaabba"
+    assert res.pairs == 4 and len(res.wall_us[0]) == len(res.cpu_us[1]) == 4
+
+
+def test_interleave_keeps_the_pairs_done_before_an_error():
+    from jupyter_torchprof.capture.device import resolve_device
+    from jupyter_torchprof.capture.runner import interleave
+
+    calls = []
+
+    def b():
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+
+    res = interleave(lambda: None, b, resolve_device("cpu"), 8)
+    assert isinstance(res.error, RuntimeError)
+    assert res.pairs == 2 and len(res.wall_us[0]) == len(res.wall_us[1]) == 2
+
+
+def test_step_cpu_time_leaves_out_other_python_threads(tmp_path):
+    """A background thread (the previous run's trace being packed) must not count as the step's CPU time."""
+    import threading
+    import time
+
+    from jupyter_torchprof.capture.device import resolve_device
+    from jupyter_torchprof.capture.runner import CaptureOptions, capture
+
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            sum(range(1000))
+
+    own, whole = [], []
+
+    def step():
+        t0, p0 = time.thread_time(), time.process_time()
+        sum(range(3_000_000))
+        own.append((time.thread_time() - t0) * 1e6)
+        whole.append((time.process_time() - p0) * 1e6)
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        result = capture(step, resolve_device("cpu"), CaptureOptions(warmup=0, steps=3), tmp_path / "t.json")
+    finally:
+        stop.set()
+        spinner.join()
+    assert result.error is None and len(result.step_cpu_us) == 3
+    mine, everything = np.array(own[-3:]), np.array(whole[-3:])
+    # The spinner took a large share of the process's CPU time in every step ...
+    assert (everything > 1.4 * mine).all(), (everything, mine)
+    # ... and the capture's figure is the step's own (plus the device sync around it).
+    measured = np.array(result.step_cpu_us)
+    assert (measured < 1.2 * mine + 2000).all() and (measured >= 0.9 * mine).all(), (measured, mine)
+
+
+def test_fused_kernel_names_keep_their_ops_whole():
+    from jupyter_torchprof.analysis.names import describe_kernel, readable_op
+
+    d = describe_kernel("cpp_fused_mse_loss_mse_loss_backward_0")
+    assert d.fused_ops == ("mse_loss", "mse_loss_backward")
+    assert describe_kernel("triton_red_fused__log_softmax_native_layer_norm_3").fused_ops == (
+        "log_softmax",
+        "native_layer_norm",
+    )
+    assert describe_kernel("triton_poi_fused_gelu_mul_0").fused_ops == ("gelu", "mul")
+    assert readable_op("## Call CompiledFxGraph fz3kq7vx2abcdefgh ##") == "compiled graph fz3kq7vx2"
+    assert readable_op("graph_0_cpp_fused_mse_loss_mse_loss_backward_0") == (
+        "fused kernel: mse_loss, mse_loss_backward"
+    )
+    assert readable_op("aten::addmm") == "aten::addmm"
+
+
+def test_generated_kernels_are_per_step_like_the_diff_beside_them():
+    import pandas as pd
+
+    from jupyter_torchprof.analysis.compile_stats import generated_kernels
+
+    kernels = pd.DataFrame({"name": ["triton_poi_fused_gelu_mul_0"], "calls": [6], "total_us": [600.0]})
+    events = pd.DataFrame({"name": ["triton_poi_fused_gelu_mul_0"], "kernel_file": [None]})
+    ops = pd.DataFrame({"name": ["graph_0_cpp_fused_add_0"], "calls": [3], "cpu_total_us": [90.0]})
+    g = generated_kernels(kernels, events, ops, steps=3).set_index("name")
+    assert g.loc["triton_poi_fused_gelu_mul_0", "calls"] == 2
+    assert g.loc["triton_poi_fused_gelu_mul_0", "total_us"] == pytest.approx(200.0)
+    assert g.loc["graph_0_cpp_fused_add_0", "total_us"] == pytest.approx(30.0)
+
+
+def test_a_compiled_side_never_gets_the_same_source_note_and_comparison_exports(shell, tmp_path):
+    shell.run_cell(SETUP)
+    shell.run_cell("%%torchprof --compare --backend aot_eager --steps 1 -q -o c\ny = m(x)")
+    c = shell.user_ns["c"]
+    # A compiled run reopened without its record: only its trace says it was compiled.
+    c.compiled.capture.compile_s = None
+    del c.compiled.compile_stats
+    notes = c.eager.diff(c.compiled).notes
+    assert not any("same cell source" in n for n in notes), notes
+    # The op diff names what torch.compile made readably, where it can.
+    ops = c.diff_ops
+    assert "label" in ops.columns
+    assert (ops.loc[ops["label"] != "", "name"].str.contains("CompiledFxGraph|cpp_fused", regex=True)).all()
+    # A ratio needs both sides: gone and new ops have none, and never read Infinity or 0.00×.
+    from jupyter_torchprof import columns
+
+    ratio = next(col for col in columns.diff_ops() if col.key == "ratio")
+    absent = ops[ops["status"] != "both"]
+    assert len(absent) and absent["ratio"].isna().all()
+    assert {columns.format_cell(ratio, v) for v in absent["ratio"]} == {"–"}
+    written = c.export(tmp_path / "pair.html")
+    assert [p.name for p in written.paths] == ["pair.html"]
+    assert "eager" in (tmp_path / "pair.html").read_text(encoding="utf-8")

@@ -52,7 +52,7 @@ def test_an_html_report_says_how_to_see_it_in_jupyterlab(shell):
     try:
         control.menu.value = next(c.key for c in control.choices if c.suffix == ".html")
         path = control.run()
-        text = control.result.outputs[0]["data"]["text/plain"]
+        text = control.plain
         assert "Trust HTML" in text
         page = path.read_text(encoding="utf-8")
         # Where scripts are off (JupyterLab's sandboxed HTML viewer) the page says why it is blank.

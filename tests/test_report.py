@@ -282,7 +282,7 @@ def gp100():
 
 
 def _html(control) -> str:
-    return control.result.outputs[0]["data"]["text/html"]
+    return control.result.value
 
 
 def test_export_control_writes_into_the_working_folder(gp100, tmp_path, monkeypatch):
@@ -303,7 +303,7 @@ def test_export_control_writes_into_the_working_folder(gp100, tmp_path, monkeypa
     assert first == tmp_path / "torchprof-exports" / "gp100_sgd_step_user_annotation.json.gz"
     assert first.read_bytes() == src.read_bytes()
     html = _html(control)
-    assert 'href="torchprof-exports/gp100_sgd_step_user_annotation.json.gz"' in html
+    assert re.search(r'data-download="[0-9a-f]{16}"', html)
     assert 'download="gp100_sgd_step_user_annotation.json.gz"' in html
     assert "JSON" in html
     # Never overwrites: the second file gets a counter.
@@ -325,19 +325,42 @@ def test_export_control_writes_into_the_working_folder(gp100, tmp_path, monkeypa
     assert sorted(p.name for p in (tmp_path / "torchprof-exports").iterdir() if p.name.startswith(".")) == []
 
 
-def test_export_control_link_is_relative_to_the_notebook(gp100, tmp_path, monkeypatch):
-    from jupyter_torchprof.views.export_control import ExportControl
+def test_export_link_downloads_through_the_view_widget(gp100, tmp_path, monkeypatch):
+    """The link asks the kernel for the file over the widget's messages: any host can save it."""
+    from jupyter_torchprof.views import surface as surface_module
+    from jupyter_torchprof.views.widget import ProfileView
 
-    nb_dir = tmp_path / "project"
-    work = nb_dir / "work"
-    work.mkdir(parents=True)
-    monkeypatch.setenv("JPY_SESSION_NAME", str(nb_dir / "analysis.ipynb"))
-    monkeypatch.chdir(work)  # the notebook changed its working directory
-    control = ExportControl(gp100)
-    control.menu.value = "text"
-    path = control.run()
-    assert path == work / "torchprof-exports" / "gp100_sgd_step_user_annotation.txt"
-    assert 'href="work/torchprof-exports/gp100_sgd_step_user_annotation.txt"' in _html(control)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(surface_module, "CHUNK", 1000)  # several pieces, as a big trace would be
+    view = ProfileView(gp100)
+    widget = view.widget()
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append((content, buffers or []))
+    try:
+        view.export.menu.value = "text"
+        widget._on_page_message(widget, {"t": "click", "id": view.export.button.id}, [])
+        path = tmp_path / "torchprof-exports" / "gp100_sgd_step_user_annotation.txt"
+        assert path.is_file()
+        # The page was sent the new line with the link.
+        html = next(
+            c["node"]["html"]
+            for c, _ in sent
+            if c["t"] == "node" and c["node"]["id"] == view.export.result.id
+        )
+        token = re.search(r'data-download="([0-9a-f]{16})"', html).group(1)
+        sent.clear()
+        widget._on_page_message(widget, {"t": "download", "token": token}, [])
+        pieces = [(c, b) for c, b in sent if c["t"] == "file"]
+        assert len(pieces) > 1 and pieces[-1][0]["last"] and not any(c["last"] for c, _ in pieces[:-1])
+        assert [c["seq"] for c, _ in pieces] == list(range(len(pieces)))
+        assert b"".join(bytes(b[0]) for _, b in pieces) == path.read_bytes()
+        assert pieces[0][0]["name"] == path.name
+        # A token nobody offered (a stale page, or a made-up one) reads no file.
+        sent.clear()
+        widget._on_page_message(widget, {"t": "download", "token": "0" * 16}, [])
+        assert [c.get("error", "") for c, _ in sent] and "export again" in sent[0][0]["error"]
+    finally:
+        view.close()
 
 
 def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
@@ -347,7 +370,7 @@ def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
     (tmp_path / "torchprof-exports").write_text("a file where the folder should be")
     control = ExportControl(gp100)
     assert control.run() is None
-    out = control.result.outputs[0]["data"]
+    out = {"text/plain": control.plain, "text/html": control.result.value}
     assert out["text/plain"].count("\n") == 0
     assert out["text/plain"].startswith("export failed: ") and "is a file, not a folder" in out["text/plain"]
     assert "Traceback" not in out["text/plain"]
@@ -360,7 +383,7 @@ def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
     try:
         control = ExportControl(gp100, folder=folder)
         assert control.run() is None
-        line = control.result.outputs[0]["data"]["text/plain"]
+        line = control.plain
         assert line.count("\n") == 0 and re.search("(?i)permission denied|cannot", line), line
     finally:
         locked.chmod(0o700)
@@ -369,7 +392,7 @@ def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
     gp100.meta.path = None
     control = ExportControl(gp100, folder=tmp_path)
     assert control.run() is None
-    assert "no trace file" in control.result.outputs[0]["data"]["text/plain"]
+    assert "no trace file" in control.plain
 
 
 def test_export_control_warns_about_chrome_tracing(tmp_path, monkeypatch):
@@ -404,7 +427,7 @@ def test_view_has_the_export_control(gp100, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     view = ProfileView(gp100)
     try:
-        assert view.export.box in view.children
+        assert view.export.box in view.root.children
         assert view.export.run().exists()
     finally:
         view.close()

@@ -726,7 +726,7 @@ def test_timeline_tools_zoom_out_as_far_as_in_and_stay_on_screen(a100):
 
 def test_compare_pages_take_the_full_width(shell):
     """The diff, graph-break pages sit in boxes that would otherwise shrink a bokeh table to 0 px."""
-    pytest.importorskip("jupyter_bokeh")
+    pytest.importorskip("anywidget")
     from jupyter_torchprof.views.compare import ComparisonView
 
     shell.run_cell("import torch\nm = torch.nn.Linear(8, 8)\nx = torch.randn(4, 8)")

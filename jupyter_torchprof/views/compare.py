@@ -11,36 +11,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as W
 import pandas as pd
 
 from .. import columns
 from ..columns import Column
 from ..format import esc, fmt_count
+from . import ui as W
 from .tables import make_table, match_names, table_height
-from .widget import ProfileView, bokeh_pane
+from .widget import ProfileView, keep_live, retire, static_bundle
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
 
 
-def _wide(widget: W.Widget) -> W.Widget:
-    """Give ``widget`` the full width of its parent.
-
-    ipywidgets' ``Box`` lays its children out in a row and sizes each to its
-    content; a bokeh model that stretches to its parent's width has none of
-    its own, so without this it is drawn 0 px wide (and a page around it is
-    only as wide as its widest fixed-size control).
-    """
-    widget.layout.width = "100%"
-    widget.layout.min_width = "0"
-    return widget
-
-
-def _table_pane(model: Any, cls: str) -> W.Widget:
-    pane = _wide(bokeh_pane(model))
-    pane.add_class(cls)
-    return pane
+def _table_pane(model: Any, cls: str) -> W.Node:
+    return W.Figure(model, cls=[cls])
 
 
 def diff_columns(level: str, device: bool) -> list[Column]:
@@ -63,12 +48,13 @@ def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str
     return table.loc[mask].copy(), mode
 
 
-class ComparisonView(W.VBox):
-    """Eager | compiled | diff for a `Comparison`."""
+class ComparisonView:
+    """Eager | compiled | diff for a `Comparison`: one widget, like `ProfileView`."""
 
-    def __init__(self, comparison: Comparison, **kwargs: Any) -> None:
+    def __init__(self, comparison: Comparison) -> None:
         self.comparison = comparison
-        self._views: dict[str, W.Widget] = {}
+        self._views: dict[str, Any] = {}
+        self._surface: Any = None
         options = []
         if comparison.eager is not None:
             options.append(("eager", "eager"))
@@ -76,26 +62,38 @@ class ComparisonView(W.VBox):
             options.append(("compiled", "compiled"))
         if comparison.eager is not None and comparison.compiled is not None:
             options.append(("diff", "diff"))
-        self.header = W.HTML(self._header_html())
-        self.header.add_class("jp-TorchProf-headerbox")
-        children: list[W.Widget] = [self.header]
+        self.header = W.HTML(self._header_html(), cls=["jp-TorchProf-headerbox"])
+        children: list[W.Node] = [self.header]
         tb = comparison.compile_stats.traceback
         if tb:
             details = W.HTML(f'<pre class="jp-TorchProf-traceback">{esc(tb)}</pre>')
-            self.traceback = W.Accordion(children=[details], titles=("full traceback",), selected_index=None)
-            self.traceback.add_class("jp-TorchProf-tracebackbox")
+            self.traceback = W.Details(details, "full traceback", cls=["jp-TorchProf-tracebackbox"])
             children.append(self.traceback)
         self.toggle = W.ToggleButtons(options=options, value=options[-1][1] if options else None)
         self.toggle.add_class("jp-TorchProf-toggle")
-        self.body = _wide(W.VBox())
+        self.toggle.add_class("jp-TorchProf-sides")
+        self.body = W.VBox(cls=["jp-TorchProf-comparebody"])
         if options:
             children += [self.toggle, self.body]
             self.toggle.observe(lambda ch: self._show(ch["new"]), "value")
             self._show(self.toggle.value)
-        super().__init__(children=children, **kwargs)
-        self.add_class("jp-TorchProf-view")
-        self.add_class("jp-TorchProf-compare")
-        self.layout.width = "100%"
+        self.root = W.VBox(children, cls=["jp-TorchProf-view", "jp-TorchProf-compare"])
+
+    def widget(self) -> Any:
+        """The one widget that shows the comparison (made on first use, counted in the live views)."""
+        if self._surface is None:
+            from .surface import ViewSurface
+
+            self._surface = ViewSurface(self.root, static=lambda: static_bundle(self.comparison))
+            keep_live(self)
+        return self._surface
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+
+    def _display_(self) -> Any:
+        # marimo's hook: it shows an anywidget by itself.
+        return self.widget()
 
     def _header_html(self) -> str:
         c = self.comparison
@@ -116,9 +114,10 @@ class ComparisonView(W.VBox):
                 self._views[which] = ProfileView(self.comparison.compiled)
             else:
                 self._views[which] = self._diff_page()
-        self.body.children = [self._views[which]]
+        view = self._views[which]
+        self.body.children = [view.root if isinstance(view, ProfileView) else view]
 
-    def _diff_page(self) -> W.Widget:
+    def _diff_page(self) -> W.Node:
         c = self.comparison
         device = any(p is not None and p.summary["device_traced"] for p in (c.eager, c.compiled))
         has_kernels = not c.diff_kernels.empty
@@ -126,16 +125,13 @@ class ComparisonView(W.VBox):
             options=[("ops", "op")] + ([("kernels", "kernel")] if has_kernels else []), value="op"
         )
         self.level.add_class("jp-TorchProf-toggle")
+        self.level.add_class("jp-TorchProf-level")
         self.level.layout.display = None if has_kernels else "none"
         self.diff_filter = W.Text(
-            placeholder="filter: substring, or regex like ^aten::",
-            continuous_update=True,
-            layout=W.Layout(width="320px"),
+            placeholder="filter: substring, or regex like ^aten::", cls=["jp-TorchProf-filter"]
         )
-        self.diff_filter.add_class("jp-TorchProf-filter")
-        self.diff_status = W.HTML()
-        self.diff_status.add_class("jp-TorchProf-status")
-        self.diff_pane = _wide(W.VBox())
+        self.diff_status = W.HTML(cls=["jp-TorchProf-status"])
+        self.diff_pane = W.VBox(cls=["jp-TorchProf-diffpane"])
 
         def refresh(*_: Any) -> None:
             level = self.level.value
@@ -157,16 +153,14 @@ class ComparisonView(W.VBox):
         self.level.observe(refresh, "value")
         self.diff_filter.observe(refresh, "value")
         refresh()
-        parts: list[W.Widget] = [W.HBox([self.level, self.diff_filter]), self.diff_pane, self.diff_status]
+        parts: list[W.Node] = [W.HBox([self.level, self.diff_filter]), self.diff_pane, self.diff_status]
         parts += self._compiler_pages()
-        page = _wide(W.VBox(parts))
-        page.add_class("jp-TorchProf-page")
-        return page
+        return W.VBox(parts, cls=["jp-TorchProf-page"])
 
-    def _compiler_pages(self) -> list[W.Widget]:
+    def _compiler_pages(self) -> list[W.Node]:
         """Graph breaks and generated kernels, as small tables."""
         s = self.comparison.compile_stats
-        out: list[W.Widget] = []
+        out: list[W.Node] = []
         if s.graph_breaks:
             frame = pd.DataFrame(
                 [
@@ -202,7 +196,10 @@ class ComparisonView(W.VBox):
         return out
 
     def close(self) -> None:
-        """Close every view this comparison built."""
+        """Close the comparison's widget (its page turns static) and every view it built."""
         for v in self._views.values():
-            v.close()
-        super().close()
+            if isinstance(v, ProfileView):
+                v.close()
+        if self._surface is not None:
+            retire(self._surface)
+            self._surface = None

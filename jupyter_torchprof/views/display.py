@@ -143,3 +143,52 @@ def rankset_bundle(ranks: RankSet) -> dict[str, Any]:
     )
     body += findings_html(ranks.straggler_findings)
     return {"text/plain": rankset_text(ranks), "text/html": _STATIC.format(body)}
+
+
+# --------------------------------------------------------------------------- #
+# hosts without IPython's display (marimo)
+
+
+class _Static:
+    """A static bundle that marimo (or any ``_repr_html_`` reader) shows as it is."""
+
+    def __init__(self, bundle: dict[str, Any]) -> None:
+        self.bundle = bundle
+
+    def _repr_html_(self) -> str:
+        return self.bundle.get("text/html", "")
+
+    def __repr__(self) -> str:
+        return self.bundle.get("text/plain", "")
+
+
+def hosted_profile(profile: Profile) -> Any:
+    """What a profile shows through marimo's ``_display_`` hook: its one widget (see `_hosted`)."""
+    return _hosted(profile, lambda: profile_widget(profile).widget())
+
+
+def hosted_comparison(comparison: Comparison) -> Any:
+    """What a comparison shows through marimo's ``_display_`` hook: its one widget (see `_hosted`)."""
+    from .compare import ComparisonView
+
+    return _hosted(comparison, lambda: ComparisonView(comparison).widget())
+
+
+def _hosted(result: Any, build: Any) -> Any:
+    """``build()``, or the result's text and static HTML when the widget cannot be built.
+
+    marimo has no ipykernel, so no mimebundle ever carries the widget there;
+    it shows an anywidget returned from ``_display_`` natively. A failure is
+    a warning and the static view, as in a notebook.
+    """
+    import warnings
+
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001 - the static view must survive any bug here
+        warnings.warn(
+            f"torchprof: the interactive view could not be built ({type(exc).__name__}: {exc}); "
+            "showing the static tables",
+            stacklevel=3,
+        )
+    return _Static(result._repr_mimebundle_(include=["text/plain", "text/html"]))

@@ -7,14 +7,11 @@ existing file is never overwritten: the new one gets a counter suffix
 said before it is written, and a trace above what chrome://tracing opens
 (~256 MB of JSON) gets export's warning.
 
-The download link is HTML output shown through an ipywidgets ``Output``, so
-that JupyterLab renders it with the notebook's own renderer: that renderer
-resolves a relative link against the notebook's folder and points it at
-the server's ``/files/`` route, and a link with the ``download`` attribute
-downloads the file instead of opening it. The link therefore works in a
-browser on another machine than the kernel. (An ipywidgets ``HTML`` widget
-would put the raw relative link on the page, which resolves against
-JupyterLab's own URL and finds nothing.)
+The download link asks the kernel for the file over the view's own widget
+messages (`views.surface.offer_download`): the page saves what the kernel
+sends. That works in every host, in a browser on another machine than the
+kernel, with no server route: JupyterLab's ``/files/``, VS Code, Colab and
+marimo each resolve file links differently, or not at all.
 
 Every problem is one line in the control: nothing is raised into the
 notebook, and nothing half-written is left behind (see `export`).
@@ -22,12 +19,10 @@ notebook, and nothing half-written is left behind (see `export`).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING
 
 from ..format import esc, fmt_count
 
@@ -154,23 +149,6 @@ def next_free(folder: Path, stem: str, suffix: str) -> Path:
     return target
 
 
-def link_href(path: Path) -> str:
-    """The link to ``path`` relative to the notebook's folder, URL-quoted.
-
-    The notebook's folder is where the server started the kernel
-    (``JPY_SESSION_NAME`` is the notebook's path); without it, the working
-    directory is taken for that folder, which is JupyterLab's default.
-    """
-    base = Path.cwd()
-    session = os.environ.get("JPY_SESSION_NAME")
-    if session:
-        folder = Path(session).expanduser().parent
-        if folder.is_absolute() and folder.is_dir():
-            base = folder
-    rel = os.path.relpath(Path(path).resolve(), base.resolve())
-    return quote(Path(rel).as_posix())
-
-
 def trace_json_size(profile: Profile) -> int | None:
     """Size of the trace as JSON, without waiting for anything (None if unknown)."""
     from ..export import json_size
@@ -272,18 +250,10 @@ def _html_lines(lines: list[tuple[str, str]]) -> str:
     return f'<div class="jp-TorchProf-export-result">{rows}</div>'
 
 
-def _bundle(lines: list[tuple[str, str]], plain: list[str]) -> dict[str, Any]:
-    return {
-        "output_type": "display_data",
-        "data": {"text/html": _html_lines(lines), "text/plain": "\n".join(plain)},
-        "metadata": {},
-    }
-
-
 class ExportControl:
     """Export control: a format menu, an Export button, what was written, a link.
 
-    Use `box` (an ipywidgets ``VBox``) in a view.
+    Use `box` (a `views.ui` node) in a view.
 
     Parameters
     ----------
@@ -295,7 +265,7 @@ class ExportControl:
     """
 
     def __init__(self, profile: Profile, folder: str | Path | None = None) -> None:
-        import ipywidgets as W
+        from . import ui as W
 
         self.profile = profile
         self.folder = folder
@@ -305,29 +275,22 @@ class ExportControl:
             options=[(c.label, c.key) for c in self.choices],
             value=self.choices[0].key,
             description="Export as",
-            layout=W.Layout(width="auto"),
-            style={"description_width": "initial"},
+            cls=["jp-TorchProf-export-format"],
         )
-        self.menu.add_class("jp-TorchProf-export-format")
         self.button = W.Button(
             description="Export",
-            icon="download",
             tooltip=f"write the file into ./{EXPORT_DIR}/ and show a download link",
-            layout=W.Layout(width="auto"),
+            cls=["jp-TorchProf-button", "jp-TorchProf-export-button"],
         )
-        self.button.add_class("jp-TorchProf-button")
-        self.button.add_class("jp-TorchProf-export-button")
-        self.hint = W.HTML()
-        self.hint.add_class("jp-TorchProf-export-hint")
-        self.result = W.Output()
-        self.result.add_class("jp-TorchProf-export-output")
+        self.hint = W.HTML(cls=["jp-TorchProf-export-hint"])
+        self.result = W.HTML(cls=["jp-TorchProf-export-output"])
         self.menu.observe(lambda _: self._update_hint(), "value")
         self.button.on_click(lambda _: self.run())
         self._update_hint()
-        row = W.HBox([self.menu, self.button, self.hint])
-        row.add_class("jp-TorchProf-controls")
-        self.box = W.VBox([row, self.result])
-        self.box.add_class("jp-TorchProf-export")
+        row = W.HBox([self.menu, self.button, self.hint], cls=["jp-TorchProf-controls"])
+        self.box = W.VBox([row, self.result], cls=["jp-TorchProf-export"])
+        #: Plain text of what the control shows last (what a terminal would print).
+        self.plain = ""
 
     @property
     def choice(self) -> Choice:
@@ -368,15 +331,12 @@ class ExportControl:
         self.hint.value = f'<span style="opacity:0.75">{esc(text)}</span>'
 
     def _show(self, lines: list[tuple[str, str]], plain: list[str]) -> None:
-        # Setting ``outputs`` (not ``with output:``) works from a button
-        # callback and without a kernel, and the frontend renders it with the
-        # notebook's renderer (see the module docstring).
-        self.result.outputs = (_bundle(lines, plain),)
+        self.result.value = _html_lines(lines)
+        self.plain = "\n".join(plain)
 
     def run(self) -> Path | None:
         """Write the selected format now; returns the file written (None on error)."""
         c = self.choice
-        self.button.disabled = True
         try:
             if c.is_trace:
                 # Say the size before writing: a big trace takes a while.
@@ -394,8 +354,6 @@ class ExportControl:
             line = f"export failed: {_one_line(exc)}"
             self._show([("error", esc(line))], [line])
             return None
-        finally:
-            self.button.disabled = False
         self.written.append(path)
         lines: list[tuple[str, str]] = []
         plain: list[str] = []
@@ -405,9 +363,11 @@ class ExportControl:
             plain.append(msg)
         size = path.stat().st_size
         shown = f"{EXPORT_DIR}/{path.name}" if self.folder is None else str(path)
-        href = link_href(path)
+        from .surface import offer_download
+
         link = (
-            f'<a href="{esc(href)}" download="{esc(path.name)}" class="jp-TorchProf-export-link" '
+            f'<a href="#" data-download="{offer_download(path)}" download="{esc(path.name)}" '
+            'class="jp-TorchProf-export-link" '
             f'style="color:var(--jp-content-link-color,#1976d2);text-decoration:underline">download {esc(path.name)}</a>'
         )
         lines.append(("", f"wrote {esc(shown)} ({esc(_human(size))}) · {link}"))
@@ -425,6 +385,8 @@ class ExportControl:
         return path
 
     def close(self) -> None:
-        """Close every widget of the control."""
-        for w in (self.menu, self.button, self.hint, self.result, *self.box.children, self.box):
-            w.close()
+        """Let go of the control's callbacks."""
+        from .ui import walk
+
+        for node in walk(self.box):
+            node.close()

@@ -6,11 +6,13 @@ ipywidgets or bokeh: a terminal IPython never loads them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.util
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,11 +25,11 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 def widgets_available() -> bool:
     """True when the current kernel can show widgets (ipykernel with comms).
 
+    Every host with a widget manager draws the view (JupyterLab, Notebook 7,
+    VS Code, Colab): it is one anywidget whose front end travels with it.
     A terminal IPython, a plain Python process or ``TORCHPROF_WIDGETS=0``
-    get the text and static HTML instead; so do frontends that cannot have
-    our JupyterLab extension put BokehJS on the page (VS Code, Colab), where
-    the widget would only show an error. ``TORCHPROF_WIDGETS=1`` forces the
-    widget wherever a kernel runs (for a page that loads BokehJS itself).
+    get the text and static HTML instead. (marimo has no ipykernel: it asks
+    a result for its widget through ``_display_``.)
     """
     setting = os.environ.get("TORCHPROF_WIDGETS", "").strip().lower()
     if setting in ("0", "false", "no", "off"):
@@ -39,14 +41,22 @@ def widgets_available() -> bool:
     shell = get_ipython()
     if shell is None or getattr(shell, "kernel", None) is None:
         return False
-    if setting not in ("1", "true", "yes", "on") and _frontend_without_bokehjs(shell):
-        return False
-    return all(importlib.util.find_spec(m) is not None for m in ("ipywidgets", "jupyter_bokeh"))
+    return all(importlib.util.find_spec(m) is not None for m in ("ipywidgets", "anywidget"))
 
 
-def _frontend_without_bokehjs(shell: Any) -> bool:
-    # VS Code's kernels carry its notebook's path; Colab imports its module.
-    return "__vsc_ipynb_file__" in shell.user_ns or "google.colab" in sys.modules
+#: The output the result being displayed goes to (set by `shown_in`), so a view
+#: closed later can turn that output static (`views.widget.retire`).
+_DISPLAY_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("torchprof_display_id", default=None)
+
+
+@contextlib.contextmanager
+def shown_in(display_id: str) -> Iterator[None]:
+    """Views built while displaying inside this block belong to output ``display_id``."""
+    token = _DISPLAY_ID.set(display_id)
+    try:
+        yield
+    finally:
+        _DISPLAY_ID.reset(token)
 
 
 def interactive_bundle(profile: Profile, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -93,5 +103,9 @@ def _widget_part(
             stacklevel=4,
         )
         return {}
-    part = view._repr_mimebundle_() or {}
+    surface = view.widget()
+    surface.display_id = _DISPLAY_ID.get()
+    part = surface._repr_mimebundle_() or {}
+    if isinstance(part, tuple):  # (data, metadata), as anywidget returns it
+        part = part[0] or {}
     return {WIDGET_MIME: part[WIDGET_MIME]} if WIDGET_MIME in part else {}

@@ -221,7 +221,7 @@ def ready_on_document(model: Any) -> Any:
     only, never to a model's, so a ``js_on_event(DocumentReady, ...)`` on a
     plot or a table alone never runs. This gives ``model`` a document (when
     it has none yet) and registers every such callback there, once.
-    Call it right before the model is shown (``jupyter_bokeh.BokehModel``
+    Call it right before the model is shown (``views.bokeh_sync.DocumentSync``
     keeps a model's existing document).
     """
     from bokeh.document import Document

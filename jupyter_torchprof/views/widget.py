@@ -1,4 +1,4 @@
-"""The inline interactive view: an ipywidgets container with bokeh inside.
+"""The inline interactive view: one widget (`views.surface`) drawing `views.ui` nodes and bokeh figures.
 
 Layout, top to bottom: a header (run name, device, steps, time per step,
 device busy), the findings when the profile has any, then tabs:
@@ -17,8 +17,10 @@ comms); everywhere else the profile's text and static HTML are what is
 shown, and they travel in the same mimebundle as the widget, so a notebook
 opened without the widget state still reads well.
 
-BokehJS itself is put on the page by our JupyterLab extension, served by our
-server extension: nothing here loads it from a network.
+The whole view is one anywidget: its front end and BokehJS reach the page
+through the widget's own messages, so every host with a widget manager
+(JupyterLab, Notebook 7, VS Code, Colab) and marimo show it, offline, with no
+extension of ours on the page.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as W
 import numpy as np
 
 from ..format import esc, fmt_count, headline_chips
+from . import ui as W
 from .memory import build_memory, has_memory
 from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
 from .timeline import Timeline
@@ -82,8 +84,11 @@ def _details_html(pairs: list[tuple[str, str]]) -> str:
 # the view
 
 
-class ProfileView(W.VBox):
+class ProfileView:
     """The interactive view of a `Profile` (see the module docstring).
+
+    Displaying it shows one widget (`views.surface.ViewSurface`); inside a
+    comparison its `root` is one page of the comparison's own widget.
 
     Parameters
     ----------
@@ -91,46 +96,56 @@ class ProfileView(W.VBox):
         The profile to show.
     max_glyphs
         Glyph budget of the timeline.
+    all_frames
+        Also draw the kernel machinery's Python frames (``--stack`` runs).
     """
 
-    def __init__(
-        self, profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False, **kwargs: Any
-    ) -> None:
+    def __init__(self, profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False) -> None:
         self.profile = profile
-        self.header = W.HTML(header_html(profile))
-        self.header.add_class("jp-TorchProf-headerbox")
+        self.header = W.HTML(header_html(profile), cls=["jp-TorchProf-headerbox"])
         # The slot the findings fill once `Profile.findings` exists.
-        self.findings = W.HTML(self._findings_html())
-        self.findings.add_class("jp-TorchProf-findingsbox")
+        self.findings = W.HTML(self._findings_html(), cls=["jp-TorchProf-findingsbox"])
         self.findings.layout.display = None if self.findings.value else "none"
-        # Full width, so a long line ends in an ellipsis instead of being cut.
-        self.findings.layout.width = "100%"
 
         self.timeline = Timeline(profile, max_glyphs=max_glyphs, all_frames=all_frames)
         self.ops = OpTable(profile)
         device = bool(profile.summary["device_traced"]) and not profile.kernels.empty
         self.kernels = KernelTable(profile) if device else None
 
-        pages: list[tuple[str, W.Widget]] = [(f"Ops ({fmt_count(len(profile.ops))})", self._ops_page())]
+        pages: list[tuple[str, W.Node]] = [(f"Ops ({fmt_count(len(profile.ops))})", self._ops_page())]
         if self.kernels is not None:
             pages.append((f"Kernels ({fmt_count(len(profile.kernels))})", self._kernels_page()))
         pages.append(("Timeline", self._timeline_page()))
         self._timeline_tab = len(pages) - 1
         if has_memory(profile):
             pages.append(("Memory", self._memory_page()))
-        self.tabs = W.Tab(children=[p for _, p in pages])
-        self.tabs.titles = tuple(t for t, _ in pages)
-        self.tabs.add_class("jp-TorchProf-tabs")
+        self.tabs = W.Tabs([p for _, p in pages], [t for t, _ in pages], cls=["jp-TorchProf-tabs"])
         # Export: format menu, button, what was written and a download link.
         from .export_control import ExportControl
 
         self.export = ExportControl(profile)
-        super().__init__(children=[self.header, self.findings, self.tabs, self.export.box], **kwargs)
-        self.add_class("jp-TorchProf-view")
-        self.layout.width = "100%"
-        _LIVE.append(self)
-        while len(_LIVE) > MAX_LIVE_VIEWS:
-            _LIVE.popleft().close()
+        self.root = W.VBox(
+            [self.header, self.findings, self.tabs, self.export.box], cls=["jp-TorchProf-view"]
+        )
+        self._surface: Any = None
+
+    # -- showing it -------------------------------------------------------------
+
+    def widget(self) -> Any:
+        """The one widget that shows this view (made on first use, counted in the live views)."""
+        if self._surface is None:
+            from .surface import ViewSurface
+
+            self._surface = ViewSurface(self.root, static=lambda: static_bundle(self.profile))
+            keep_live(self)
+        return self._surface
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+
+    def _display_(self) -> Any:
+        # marimo's hook: it shows an anywidget by itself.
+        return self.widget()
 
     # -- findings slot -------------------------------------------------------
 
@@ -147,13 +162,10 @@ class ProfileView(W.VBox):
 
     # -- pages ----------------------------------------------------------------
 
-    def _bokeh_model(self, model: Any, cls: str) -> W.Widget:
-        bm = bokeh_pane(model)
-        bm.add_class(cls)
-        bm.layout.width = "100%"
-        return bm
+    def _bokeh_model(self, model: Any, cls: str) -> W.Node:
+        return W.Figure(model, cls=[cls])
 
-    def _ops_page(self) -> W.Widget:
+    def _ops_page(self) -> W.Node:
         page = TablePage(self.profile, self.ops, "filter ops: substring, or regex like ^aten::(mm|addmm)$")
         groups = available_groupings(self.profile)
         self.op_group = W.ToggleButtons(
@@ -164,6 +176,7 @@ class ProfileView(W.VBox):
             ],
         )
         self.op_group.add_class("jp-TorchProf-toggle")
+        self.op_group.add_class("jp-TorchProf-groupby")
         self.op_group.layout.display = None if len(groups) > 1 else "none"
         self.op_mode = W.ToggleButtons(
             options=[("self", "self"), ("total", "total")],
@@ -171,6 +184,7 @@ class ProfileView(W.VBox):
             tooltips=["time in the op itself", "time in the op and everything it called"],
         )
         self.op_mode.add_class("jp-TorchProf-toggle")
+        self.op_mode.add_class("jp-TorchProf-selftotal")
         self.op_group.observe(lambda ch: page.refresh(group_by=ch["new"]), "value")
         self.op_mode.observe(lambda ch: page.refresh(mode=ch["new"]), "value")
         self.op_page = page
@@ -183,18 +197,15 @@ class ProfileView(W.VBox):
         )
         return self._table_page(page, [self.op_group, self.op_mode], "ops", "jp-TorchProf-optable")
 
-    def _kernels_page(self) -> W.Widget:
+    def _kernels_page(self) -> W.Node:
         assert self.kernels is not None
         page = TablePage(self.profile, self.kernels, "filter kernels: substring, or regex like gemm|conv")
         modules = list(self.profile.modules["module"]) if not self.profile.modules.empty else []
         # Module → its kernels: only where modules were recorded (--modules, --stack).
         self.k_module = W.Dropdown(
-            options=[("all modules", "")] + [(m, m) for m in modules],
-            value="",
-            description="launched in",
-            layout=W.Layout(width="auto", display=None if modules else "none"),
-            style={"description_width": "initial"},
+            options=[("all modules", "")] + [(m, m) for m in modules], value="", description="launched in"
         )
+        self.k_module.layout.display = None if modules else "none"
         self.k_module.add_class("jp-TorchProf-module")
         self.k_module.observe(lambda ch: page.refresh(module=ch["new"]), "value")
         self.k_page = page
@@ -207,13 +218,13 @@ class ProfileView(W.VBox):
         )
         return self._table_page(page, [self.k_module], "kernels", "jp-TorchProf-kerneltable")
 
-    def _table_page(self, page: TablePage, extra: list[W.Widget], which: str, cls: str) -> W.Widget:
+    def _table_page(self, page: TablePage, extra: list[W.Node], which: str, cls: str) -> W.Node:
         """Wire a table page to the timeline (selection, "show in timeline") and lay it out."""
         page.goto.on_click(lambda _: self._goto(page.rows))
         page.table.source.selected.on_change("indices", self._table_selection(which))
         return page.layout(extra, self._bokeh_model(page.table.model, cls))
 
-    def _timeline_page(self) -> W.Widget:
+    def _timeline_page(self) -> W.Node:
         tl = self.timeline
         hint = "drag to pan · Ctrl + wheel or the box tool to zoom · click an op or a kernel to link it"
         if not tl.detailed:
@@ -226,18 +237,15 @@ class ProfileView(W.VBox):
                 "(Profile.view(all_frames=True) shows them)"
             )
         self.tl_hint = W.HTML(f'<div class="jp-TorchProf-hint">{esc(hint)}</div>')
-        self.tl_detail = W.HTML()
-        self.tl_detail.add_class("jp-TorchProf-detail")
+        self.tl_detail = W.HTML(cls=["jp-TorchProf-detail"])
         tl.on_pick = lambda pairs: setattr(self.tl_detail, "value", _details_html(pairs))
         tl.attach()
-        page = W.VBox([self.tl_hint, self._bokeh_model(tl.model, "jp-TorchProf-timeline"), self.tl_detail])
-        page.add_class("jp-TorchProf-page")
-        return page
+        figure = self._bokeh_model(tl.model, "jp-TorchProf-timeline")
+        return W.VBox([self.tl_hint, figure, self.tl_detail], cls=["jp-TorchProf-page"])
 
-    def _memory_page(self) -> W.Widget:
-        page = W.VBox([self._bokeh_model(build_memory(self.profile), "jp-TorchProf-memory")])
-        page.add_class("jp-TorchProf-page")
-        return page
+    def _memory_page(self) -> W.Node:
+        figure = self._bokeh_model(build_memory(self.profile), "jp-TorchProf-memory")
+        return W.VBox([figure], cls=["jp-TorchProf-page"])
 
     # -- behaviour ------------------------------------------------------------
 
@@ -278,16 +286,17 @@ class ProfileView(W.VBox):
             self.timeline.zoom_to(*window)
 
     def close(self) -> None:
-        """Close the view and every widget model it made.
+        """Close the view: its widget shows the static tables instead, every node lets go of its callbacks.
 
-        That is the widgets inside it and also each one's Layout and Style
-        models: those are widgets with comms of their own, which closing
-        their owner leaves open (about 40 per view, kept for the kernel's
-        lifetime).
+        The timeline's figure and the tables keep the profile's arrays; a
+        closed view holds none of them through the page any more.
         """
-        for widget in _widget_tree(self)[1:]:
-            widget.close()
-        super().close()
+        if self._surface is not None:
+            retire(self._surface)
+            self._surface = None
+        else:
+            for node in W.walk(self.root):
+                node.close()
 
 
 class TablePage:
@@ -300,19 +309,12 @@ class TablePage:
 
     def __init__(self, profile: Profile, table: OpTable | KernelTable, placeholder: str) -> None:
         self.table = table
-        self.filter = W.Text(placeholder=placeholder, continuous_update=True, layout=W.Layout(width="380px"))
-        self.filter.add_class("jp-TorchProf-filter")
+        self.filter = W.Text(placeholder=placeholder, cls=["jp-TorchProf-filter"])
         self.per_step = _per_step_toggle(profile)
-        self.status = W.HTML()
-        self.status.add_class("jp-TorchProf-status")
-        self.all = W.Button(description="show all", layout=W.Layout(width="auto"))
-        self.all.add_class("jp-TorchProf-button")
-        self.selection = W.HTML()
-        self.selection.add_class("jp-TorchProf-selection")
-        self.goto = W.Button(
-            description="show in timeline", icon="arrow-right", layout=W.Layout(width="auto")
-        )
-        self.goto.add_class("jp-TorchProf-button")
+        self.status = W.HTML(cls=["jp-TorchProf-status"])
+        self.all = W.Button(description="show all", cls=["jp-TorchProf-button"])
+        self.selection = W.HTML(cls=["jp-TorchProf-selection"])
+        self.goto = W.Button(description="show in timeline →", cls=["jp-TorchProf-button"])
         self.goto.layout.display = "none"
         #: Events of the rows selected in the table (what "show in timeline" zooms to).
         self.rows = np.array([], dtype=np.int64)
@@ -349,17 +351,12 @@ class TablePage:
         self.selection.value = ""
         self.goto.layout.display = "none"
 
-    def layout(self, extra: list[W.Widget], table_widget: W.Widget) -> W.VBox:
+    def layout(self, extra: list[W.Node], table_widget: W.Node) -> W.Box:
         """The page: filter, ``extra`` controls, per-step toggle; the table; status; selection."""
-        controls = W.HBox([self.filter, *extra, self.per_step])
-        controls.add_class("jp-TorchProf-controls")
-        footer = W.HBox([self.status, self.all])
-        footer.add_class("jp-TorchProf-footer")
-        sel = W.HBox([self.selection, self.goto])
-        sel.add_class("jp-TorchProf-selectionbox")
-        page = W.VBox([controls, table_widget, footer, sel])
-        page.add_class("jp-TorchProf-page")
-        return page
+        controls = W.HBox([self.filter, *extra, self.per_step], cls=["jp-TorchProf-controls"])
+        footer = W.HBox([self.status, self.all], cls=["jp-TorchProf-footer"])
+        sel = W.HBox([self.selection, self.goto], cls=["jp-TorchProf-selectionbox"])
+        return W.VBox([controls, table_widget, footer, sel], cls=["jp-TorchProf-page"])
 
 
 def _per_step_toggle(profile: Profile) -> W.ToggleButtons:
@@ -382,59 +379,36 @@ def _per_step_toggle(profile: Profile) -> W.ToggleButtons:
     return toggle
 
 
-def bokeh_pane(model: Any) -> W.Widget:
-    """A ``BokehModel`` widget for ``model`` that may be closed twice.
+def static_bundle(profile: Any) -> dict[str, str]:
+    """What a closed view shows: the result's text and static HTML (as in the notebook file)."""
+    try:
+        bundle = profile._repr_mimebundle_(include=["text/plain", "text/html"])
+        return {k: bundle[k] for k in ("text/plain", "text/html") if k in bundle}
+    except Exception as exc:  # noqa: BLE001 - a closed view must not raise
+        text = f"the profile cannot be shown: {exc}"
+        return {"text/plain": text, "text/html": f'<div class="jp-TorchProf-static">{esc(text)}</div>'}
 
-    jupyter_bokeh's ``close`` fails when called again (ipywidgets calls it
-    once more when the widget is garbage collected); events from the
-    browser are combined while the kernel is busy (pans send many), and
-    echoes of our own data updates are dropped unread.
+
+def keep_live(view: Any) -> None:
+    """Count ``view`` among the live views; the oldest beyond `MAX_LIVE_VIEWS` turn static."""
+    _LIVE.append(view)
+    while len(_LIVE) > MAX_LIVE_VIEWS:
+        _LIVE.popleft().close()
+
+
+def retire(surface: Any) -> None:
+    """Close ``surface``: its page shows the static form, and so does the notebook file where it can.
+
+    The output a view was displayed in (``display_id`` known: the magic
+    shows its result with one) is updated to the static bundle, so a saved
+    notebook holds the tables, not a reference to a widget that is gone.
     """
-    global _PANE
-    if _PANE is None:
-        from jupyter_bokeh import BokehModel
+    display_id = getattr(surface, "display_id", None)
+    static = surface.retire()
+    if display_id and static:
+        try:
+            from IPython.display import update_display
 
-        class BokehPane(BokehModel):
-            def close(self) -> None:
-                if getattr(self, "_torchprof_closed", False):
-                    return
-                self._torchprof_closed = True
-                super().close()
-
-            def _sync_model(self, model: Any, content: dict[str, Any], buffers: list[Any]) -> None:
-                # BokehJS echoes every data change made from Python back to
-                # the kernel; nothing in the browser edits our sources, so
-                # skip decoding what was just sent.
-                if content.get("kind") == "ModelChanged" and content.get("attr") == "data":
-                    return
-                super()._sync_model(model, content, buffers)
-
-        _PANE = BokehPane
-    from .style import ready_on_document
-
-    return _PANE(ready_on_document(model), combine_events=True)
-
-
-_PANE: Any = None
-
-
-def _widget_tree(root: W.Widget) -> list[W.Widget]:
-    """``root`` and every widget reachable through its synced traits.
-
-    Children, tab pages, and the ``layout`` and ``style`` models are all
-    traits holding widgets; each appears once, parents before children.
-    """
-    found: list[W.Widget] = []
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        widget = stack.pop()
-        if id(widget) in seen:
-            continue
-        seen.add(id(widget))
-        found.append(widget)
-        for name in widget.keys:
-            value = getattr(widget, name, None)
-            values = value if isinstance(value, (list, tuple)) else (value,)
-            stack.extend(v for v in values if isinstance(v, W.Widget) and id(v) not in seen)
-    return found
+            update_display(static, raw=True, display_id=display_id)
+        except Exception:  # noqa: BLE001 - no shell (a script): the page was told already
+            pass

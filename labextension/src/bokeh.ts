@@ -1,11 +1,12 @@
 /**
- * Load BokehJS from this server, never from a CDN.
+ * Load BokehJS from this server, never from a CDN, for the sidebar's run view.
  *
- * jupyter_bokeh's widget view calls `window.Bokeh.require(...)` and fails when
- * BokehJS is absent; bokeh's own `output_notebook()` would fetch it from a CDN,
- * which fails on offline clusters. The server extension serves the BokehJS
- * files of the installed bokeh package (so versions always match), and this
- * module adds them to the page once.
+ * The inline views need nothing from this extension: their widget asks the
+ * kernel for BokehJS (jupyter_torchprof/views/assets/view.js). The run panel
+ * draws its timeline with BokehJS too, and loads it from the server extension
+ * (the installed bokeh package's files, so versions always match) when it
+ * first needs it. Both loaders look at the other's promise on `window`, so
+ * BokehJS starts once per page whichever comes first.
  */
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 
@@ -17,7 +18,10 @@ export const BOKEH_BUNDLES = [
   'bokeh-tables.min.js'
 ];
 
-let loading: Promise<void> | null = null;
+/** Where this loader's promise is kept (the inline view waits for it). */
+const LAB_LOADING = '__torchprofBokehLoading';
+/** Where the inline view's loader keeps its promise. */
+const VIEW_LOADING = '__torchprofBokehPromise';
 
 function addScript(src: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -41,16 +45,33 @@ export function bokehUrl(bundle: string, baseUrl?: string): string {
   );
 }
 
+function bokehReady(): boolean {
+  const B = (window as any).Bokeh;
+  return B !== undefined && B.require !== undefined && B.Tables !== undefined;
+}
+
 /** Ensure BokehJS is on the page; resolves once every bundle has loaded. */
 export function ensureBokeh(): Promise<void> {
-  if ((window as any).Bokeh !== undefined && (window as any).Bokeh.require) {
+  const w = window as any;
+  if (bokehReady()) {
     return Promise.resolve();
   }
-  if (loading === null) {
-    loading = BOKEH_BUNDLES.reduce(
-      (chain, bundle) => chain.then(() => addScript(bokehUrl(bundle))),
-      Promise.resolve()
-    );
+  if (w[LAB_LOADING] === undefined) {
+    w[LAB_LOADING] = (async () => {
+      if (w[VIEW_LOADING] !== undefined) {
+        try {
+          await w[VIEW_LOADING];
+        } catch {
+          // the view's kernel could not send it: load it from the server
+        }
+        if (bokehReady()) {
+          return;
+        }
+      }
+      for (const bundle of BOKEH_BUNDLES) {
+        await addScript(bokehUrl(bundle));
+      }
+    })();
   }
-  return loading;
+  return w[LAB_LOADING];
 }

@@ -1,31 +1,9 @@
-import {
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
-
-import { ensureBokeh } from './bokeh';
 import { fallbackPlugin } from './fallback';
 import { runsPlugin } from './plugin';
 
 /**
- * Makes the inline %%torchprof views work offline: loads BokehJS from the
- * Jupyter server before any notebook output needs it.
+ * The JupyterLab side of jupyter_torchprof: the runs sidebar, and the static
+ * tables of a saved %%torchprof output whose widget is gone. The inline views
+ * need neither: they are one anywidget each (see views/surface.py).
  */
-const bokehPlugin: JupyterFrontEndPlugin<void> = {
-  id: 'jupyter-torchprof:bokeh',
-  description: 'Loads BokehJS from the Jupyter server for the torchprof views.',
-  autoStart: true,
-  activate: async (app: JupyterFrontEnd): Promise<void> => {
-    try {
-      await ensureBokeh();
-    } catch (err) {
-      console.error(
-        'jupyter-torchprof: BokehJS could not be loaded from the server; ' +
-          'the interactive views will fall back to static tables.',
-        err
-      );
-    }
-  }
-};
-
-export default [bokehPlugin, runsPlugin, fallbackPlugin];
+export default [runsPlugin, fallbackPlugin];

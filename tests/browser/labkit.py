@@ -38,9 +38,17 @@ def _free_port() -> int:
 
 
 class LabServer:
-    """A JupyterLab server started for the tests."""
+    """A JupyterLab (or Notebook 7) server started for the tests.
 
-    def __init__(self, root: Path, run_dir: Path) -> None:
+    ``app`` is ``"jupyterlab"`` or ``"notebook"``; ``disabled`` names
+    labextensions the page must not load (as ``jupyter labextension
+    disable`` would, in a config folder of this server's own).
+    """
+
+    def __init__(
+        self, root: Path, run_dir: Path, app: str = "jupyterlab", disabled: tuple[str, ...] = ()
+    ) -> None:
+        self.app = app
         self.root = root
         self.run_dir = run_dir
         self.port = _free_port()
@@ -61,6 +69,12 @@ class LabServer:
             JUPYTERLAB_WORKSPACES_DIR=str(root.parent / "lab-workspaces"),
         )
         env.pop("JUPYTER_TOKEN", None)
+        if disabled:
+            config = root.parent / f"jupyter-config-{app}"
+            (config / "labconfig").mkdir(parents=True, exist_ok=True)
+            page_config = {"disabledExtensions": {name: True for name in disabled}}
+            (config / "labconfig" / "page_config.json").write_text(json.dumps(page_config))
+            env["JUPYTER_CONFIG_DIR"] = str(config)
         # The server and its kernels import this checkout, not a copy that
         # `pip install .` left in site-packages earlier (the tests are about
         # the code in the tree).
@@ -71,17 +85,23 @@ class LabServer:
             [
                 sys.executable,
                 "-m",
-                "jupyterlab",
+                app,
                 "--no-browser",
                 f"--port={self.port}",
                 "--ip=127.0.0.1",
                 f"--ServerApp.token={self.token}",
                 f"--ServerApp.root_dir={root}",
                 "--ServerApp.open_browser=False",
-                "--LabApp.expose_app_in_browser=True",
-                "--LabApp.news_url=None",
-                "--LabServerApp.extension_manager=readonly",
-                "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                *(
+                    [
+                        "--LabApp.expose_app_in_browser=True",
+                        "--LabApp.news_url=None",
+                        "--LabServerApp.extension_manager=readonly",
+                        "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                    ]
+                    if app == "jupyterlab"
+                    else ["--JupyterNotebookApp.expose_app_in_browser=True"]
+                ),
                 "--allow-root",
             ],
             cwd=root,

@@ -244,7 +244,7 @@ def _cell(page, i: int):
 
 
 def _tab(view, title: str):
-    return view.locator(".lm-TabBar-tab", has_text=title).first
+    return view.locator(".jp-TorchProf-tab", has_text=title).first
 
 
 def test_every_view_shows_its_numbers(page, lab):
@@ -276,14 +276,14 @@ def _check_cpu_run(page, expected: dict) -> None:
     assert table["headers"][-1]["right"] > table["width"] * 0.8 + table["headers"][0]["left"] - 20, table
     _shot(view, "cpu-ops-self")
     # Total mode: every header readable, the last one too.
-    view.locator(".widget-toggle-button", has_text="total").first.click()
+    view.locator(".jp-TorchProf-togglebutton", has_text="total").first.click()
     has_avg = lambda t: "CPU avg" in [h["text"] for h in t["headers"]]  # noqa: E731
     table = _wait_table(page, view.locator(".jp-TorchProf-optable"), until=has_avg)
     page.wait_for_timeout(500)  # the name column is refitted to the new columns
     table = _wait_table(page, view.locator(".jp-TorchProf-optable"), until=has_avg)
     _check_headers(table)
     _shot(view, "cpu-ops-total")
-    view.locator(".widget-toggle-button", has_text="self").first.click()
+    view.locator(".jp-TorchProf-togglebutton", has_text="self").first.click()
 
     _tab(view, "Timeline").click()
     page.wait_for_function(
@@ -416,7 +416,7 @@ def _check_compare(page, expected: dict) -> None:
     )
     _shot(view, "compare-diff")
     for state in ("eager", "compiled"):
-        view.locator(".jp-TorchProf-toggle .widget-toggle-button", has_text=state).first.click()
+        view.locator(".jp-TorchProf-toggle .jp-TorchProf-togglebutton", has_text=state).first.click()
         title = page.locator(".jp-TorchProf-title", has_text=f"[{state}]")
         inner = view.locator(".jp-TorchProf-view", has=title).filter(visible=True).first
         inner.wait_for(timeout=30_000)
@@ -425,7 +425,7 @@ def _check_compare(page, expected: dict) -> None:
         _check_rows(table, expected[state], {"Calls": 0, "Self CPU": 1})
         _shot(view, f"compare-{state}")
     # Back to the diff, after a resize: still drawn.
-    view.locator(".jp-TorchProf-toggle .widget-toggle-button", has_text="diff").first.click()
+    view.locator(".jp-TorchProf-toggle .jp-TorchProf-togglebutton", has_text="diff").first.click()
     page.set_viewport_size({"width": 1100, "height": 1000})
     page.wait_for_timeout(800)
     table = _wait_table(page, view.locator(".jp-TorchProf-difftable"))

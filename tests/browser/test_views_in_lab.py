@@ -153,7 +153,7 @@ def _views(page):
 
 
 def _tab(view, title: str):
-    return view.locator(".lm-TabBar-tab, .p-TabBar-tab", has_text=title).first
+    return view.locator(".jp-TorchProf-tab", has_text=title).first
 
 
 def _table_rows(page, container):
