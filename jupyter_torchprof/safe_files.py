@@ -18,7 +18,7 @@ class UnfitFile(ValueError):
 
 
 def read_small_file(path: Path, limit: int, what: str) -> bytes:
-    """The bytes of a plain file, refusing symlinks, FIFOs, devices and files over ``limit``.
+    """The bytes of a plain file, refusing symlinks, hard links, FIFOs, devices and files over ``limit``.
 
     Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``, so a
     FIFO can never block the caller (a server's event loop, a listing).
@@ -43,6 +43,9 @@ def read_small_file(path: Path, limit: int, what: str) -> bytes:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise UnfitFile("is not a regular file (a pipe, a device or a folder)")
+        if st.st_nlink > 1:
+            # The same file under another name, possibly outside the folder.
+            raise UnfitFile("is a hard link (the file has other names); not read")
         if st.st_size > limit:
             raise UnfitFile(f"is {st.st_size / 2**20:.1f} MiB, too large to be {what}")
         data = fh.read(limit + 1)

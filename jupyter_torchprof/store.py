@@ -319,6 +319,20 @@ def _is_regular(path: Path) -> bool:
         return False
 
 
+def _is_own_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file with no other name (no hard link).
+
+    A hard link made into a run folder is a file that lives anywhere else
+    too (the real path is the folder's, the inode is not the store's own):
+    a listing or a download must not serve it as the run's.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
 def safe_trace_name(name: str) -> str:
     """A loaded trace's file name reduced to plain characters (kept recognisable)."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name).lstrip(".") or "trace.json"
@@ -490,12 +504,13 @@ class RunStore:
     def locate_traces(self, run_id: str) -> list[Path]:
         """The run's trace files that are regular files inside its folder.
 
-        Symlinks, FIFOs and devices are never offered: opening a FIFO would
-        block its reader until something writes to it.
+        Symlinks, FIFOs, devices and hard links are never offered: opening a
+        FIFO would block its reader until something writes to it, and a hard
+        link is a file from elsewhere.
         """
         run_dir = self.locate(run_id)
         real = run_dir.resolve()
-        return [p for p in trace_files(run_dir) if _is_regular(p) and p.resolve().parent == real]
+        return [p for p in trace_files(run_dir) if _is_own_file(p) and p.resolve().parent == real]
 
     def add_trace(self, run_dir: Path, source: Path, name: str | None = None) -> Path:
         """Keep a copy of a loaded trace in a run folder.
@@ -524,12 +539,12 @@ class RunStore:
         return dest
 
     def device_files(self, run_id: str) -> list[Path]:
-        """The device traces kept with a run (XPlane, Neuron Explorer files), regular files only."""
+        """The device traces kept with a run (XPlane, Neuron Explorer files), its own regular files only."""
         from .trace.files import device_files
 
         found: set[Path] = set()
         for trace in self.locate_traces(run_id):
-            found.update(p for p in device_files(trace) if _is_regular(p))
+            found.update(p for p in device_files(trace) if _is_own_file(p))
         return sorted(found)
 
     def _add_device_files(self, run_dir: Path, source: Path) -> None:

@@ -515,6 +515,52 @@ async def test_symlinks_out_of_the_store_are_refused(jp_fetch, store, outside, t
     assert (tmp_path / "secret.txt").exists()
 
 
+async def test_hard_links_to_files_outside_the_store_are_refused(jp_fetch, store, outside, tmp_path):
+    """A hard link has the run folder as its real path: only its link count tells it is a file from elsewhere."""
+    small, double = ids_by_name(store)["small"], ids_by_name(store)[DOUBLE]
+    trace = store.run_dir(small) / "trace.json.gz"
+    trace.unlink()
+    os.link(tmp_path / "secret.txt", trace)
+    assert trace.resolve().parent == store.run_dir(small).resolve()  # what the symlink check looks at
+    # a run.json hard-linked to a record outside, whose cell holds a secret
+    record = tmp_path / "secret.json"
+    record.write_text(json.dumps({"name": "secret-name", "cell": "token = 'hunter2'", "created": 1.0}))
+    info_path = store.run_dir(double) / RUN_FILE
+    info_path.unlink()
+    os.link(record, info_path)
+    listing = await get_json(jp_fetch, "runs")
+    by_id = {r["id"]: r for r in listing["runs"]}
+    assert by_id[double]["damaged"] and "hard link" in by_id[double]["problem"], by_id[double]
+    info = await get_json(jp_fetch, "runs", small)
+    assert info["traces"] == []
+    shown = json.dumps(listing) + json.dumps(info)
+    assert "hunter2" not in shown and "secret-name" not in shown
+    for parts in ((small, "trace"), (small, "tables")):
+        with pytest.raises(HTTPClientError) as err:
+            await jp_fetch("jupyter-torchprof", "runs", *parts)
+        assert err.value.code == 404, parts
+        assert b"SECRET" not in (err.value.response.body or b"")
+    assert (tmp_path / "secret.txt").read_text() == "SECRET-BYTES" and record.exists()
+
+
+def test_a_hard_link_swapped_in_after_the_check_is_not_opened(tmp_path):
+    """The download checks the file it opened, not only the listing's look at the path."""
+    from tornado.web import HTTPError
+
+    from jupyter_torchprof.server.runs import _open_regular
+
+    (tmp_path / "secret.txt").write_text("SECRET-BYTES")
+    own = tmp_path / "trace.json.gz"
+    own.write_bytes(b"trace")
+    fh, size = _open_regular(own)
+    fh.close()
+    assert size == 5
+    os.link(tmp_path / "secret.txt", tmp_path / "linked.json.gz")
+    with pytest.raises(HTTPError) as err:
+        _open_regular(tmp_path / "linked.json.gz")
+    assert err.value.status_code == 422 and "hard link" in err.value.log_message
+
+
 async def test_download_with_cookie_needs_xsrf(http_server_client, jp_base_url, jp_serverapp, store):
     """A cookie-only GET of a trace from another site is refused, as for Jupyter's own files."""
     run_id = ids_by_name(store)["small"]

@@ -474,7 +474,7 @@ class RunTraceHandler(RunsBase):
 
 
 def _open_regular(path: Path) -> tuple[Any, int]:
-    """An open regular file and its size; 404 when gone, 422 for a FIFO or device swapped in.
+    """An open regular file and its size; 404 when gone, 422 for a FIFO, device or hard link swapped in.
 
     ``O_NONBLOCK``: opening a FIFO for reading would otherwise wait for a writer.
     """
@@ -490,6 +490,10 @@ def _open_regular(path: Path) -> tuple[Any, int]:
     if not stat.S_ISREG(st.st_mode):
         fh.close()
         raise web.HTTPError(422, f"{path.name}: is not a regular file; not served")
+    if st.st_nlink > 1:
+        # Checked on the open file: a hard link swapped in after the store's check.
+        fh.close()
+        raise web.HTTPError(422, f"{path.name}: is a hard link (the file has other names); not served")
     return fh, st.st_size
 
 
