@@ -159,6 +159,62 @@ def test_older_schema_falls_back(tmp_path):
     falls_back(folder, "schema")
 
 
+def _add_column(mp: pytest.MonkeyPatch) -> str:
+    from jupyter_torchprof import columns
+
+    mp.setattr(columns, "OPS", (*columns.OPS, columns.Column("new_us", "New", "time")))
+    return "new_us"
+
+
+def _add_rule(mp: pytest.MonkeyPatch) -> str:
+    from jupyter_torchprof.analysis import findings
+
+    def new_rule(inputs, thresholds):
+        return [findings.Finding(rule="new_rule", severity="info", title="a new rule", detail="")]
+
+    mp.setattr(findings, "RULES", [*findings.RULES, ("new_rule", "A new rule", False, new_rule)])
+    return "new_rule"
+
+
+@pytest.mark.parametrize("change", [_add_column, _add_rule], ids=["column", "rule"])
+def test_a_new_column_or_finding_rule_makes_the_cache_stale(tmp_path, monkeypatch, change):
+    """Same schema version, same trace: a cache made before a column or a rule was added is not used."""
+    folder, _ = cached_folder(tmp_path)
+    added = change(monkeypatch)
+    p = falls_back(folder, "columns or finding rules")
+    if added == "new_rule":  # the reopened run has what the new code computes
+        assert "new_rule" in set(p.findings["rule"])
+    monkeypatch.undo()
+    # back to the code that made the first cache: the one kept now is stale for it
+    with pytest.warns(cache.CacheWarning, match="columns or finding rules"):
+        assert type(load(folder)) is Profile
+
+
+def test_the_code_fingerprint_is_the_same_in_another_process_and_moves_with_the_catalog(monkeypatch):
+    import subprocess
+    import sys
+
+    here = cache.code_fingerprint()
+    with monkeypatch.context() as mp:
+        _add_column(mp)
+        with_column = cache.code_fingerprint()
+    with monkeypatch.context() as mp:
+        _add_rule(mp)
+        with_rule = cache.code_fingerprint()
+    assert len({here, with_column, with_rule}) == 3 and cache.code_fingerprint() == here
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from jupyter_torchprof.results import cache; print(cache.code_fingerprint())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == here
+
+
 def test_a_changed_trace_falls_back(tmp_path):
     folder, path = cached_folder(tmp_path)
     trace = folder / TRACE_NAME

@@ -18,7 +18,8 @@ It sits in ``results`` because `load` reads the cache and may not import the
 store: the layers above (store, session, server) import it, never the reverse.
 
 A cache is used only when it is current: same schema version, same trace
-name, size and ``st_mtime_ns``. One that is absent is silently ignored; one
+name, size and ``st_mtime_ns``, and (tables) made by code with the same
+column catalog and finding rules (`code_fingerprint`). One that is absent is silently ignored; one
 that is older, corrupted, truncated or hostile is a `CacheWarning` and the
 trace is parsed as before. The reader never opens any path but the cache
 file itself (no name inside it is ever used as a path), refuses symlinks,
@@ -89,6 +90,31 @@ def timeline_path(trace: str | Path) -> Path:
 def is_run_folder(folder: str | Path) -> bool:
     """Whether ``folder`` is a run folder of the store (it holds ``run.json``)."""
     return (Path(folder) / RUN_FILE).is_file()
+
+
+def code_fingerprint() -> str:
+    """What the cached tables depend on in the code: the column catalog and the findings' rule ids.
+
+    A version that adds a column (`columns`) or a finding rule
+    (`analysis.findings.RULES`) computes tables an older cache lacks, with
+    the same `SCHEMA_VERSION` and the same trace: this fingerprint, kept in
+    the cache and compared on read, makes that cache stale. A hash of the
+    sorted names (not Python's ``hash``), so every process agrees; read from
+    the modules each time (about 0.5 ms), so it is always the running code's.
+    """
+    import hashlib
+
+    from .. import columns
+    from ..analysis import findings
+
+    catalog = sorted(
+        f"{table}.{col.key}"
+        for table, value in vars(columns).items()
+        if isinstance(value, tuple) and value and all(isinstance(c, columns.Column) for c in value)
+        for col in value
+    )
+    rules = sorted(str(rule[0]) for rule in findings.RULES)
+    return hashlib.sha256(json.dumps([catalog, rules]).encode()).hexdigest()[:16]
 
 
 def trace_identity(trace: str | Path) -> dict[str, Any]:
@@ -305,6 +331,8 @@ def _current(meta: dict[str, Any], kind: str, trace: Path) -> None:
         )
     if meta.get("identity") != trace_identity(trace):
         raise CacheProblem("was made from another version of the trace (size or time differ)")
+    if kind == "tables" and meta.get("code") != code_fingerprint():
+        raise CacheProblem("was made by a version with other table columns or finding rules")
 
 
 def _open_cache(path: Path, kind: str, trace: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
@@ -358,6 +386,7 @@ def encode_tables(profile: Profile, trace: str | Path) -> bytes:
         "kind": "tables",
         "schema": SCHEMA_VERSION,
         "identity": trace_identity(trace),
+        "code": code_fingerprint(),
         "tables": specs,
         "summary": dict(profile.summary),
         "profile": {
