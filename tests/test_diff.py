@@ -12,8 +12,23 @@ from jupyter_torchprof import load
 
 
 def _kernel_sums(path):
+    """Device time per name in the file, but the work queued before the trace started.
+
+    That work (no launch recorded, correlation id below the first runtime
+    call's) is in no step, so not in the kernel tables the diff compares.
+    """
+    events = raw_events(path)
+    calls = {
+        e["args"]["correlation"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    first = min(calls, default=None)
     sums = defaultdict(float)
-    for e in raw_events(path):
+    for e in events:
+        corr = e.get("args", {}).get("correlation", -1)
+        if first is not None and corr not in calls and 0 <= corr < first:
+            continue
         if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
             sums[e["name"]] += e["dur"]
     return sums

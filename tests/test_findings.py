@@ -92,7 +92,9 @@ def launched_in_steps(ev: list[dict], device: list[dict]) -> list[dict]:
     """The device events whose launch starts inside a step range.
 
     The launch is the runtime call with the same correlation id, else the one
-    op with the same External id; work with neither counts where it starts.
+    op with the same External id; work with neither counts where it starts,
+    unless its correlation id is below the first runtime call's: queued before
+    the trace started, it is in no step.
     """
     windows = steps_of(ev)
     calls = {
@@ -100,6 +102,14 @@ def launched_in_steps(ev: list[dict], device: list[dict]) -> list[dict]:
         for e in ev
         if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
+    first = min(calls, default=None)
+    device = [
+        d
+        for d in device
+        if first is None
+        or d["args"].get("correlation") in calls
+        or not 0 <= d["args"].get("correlation", -1) < first
+    ]
     ops: dict = {}
     for e in ev:
         if e["cat"] == "cpu_op" and "External id" in e.get("args", {}):

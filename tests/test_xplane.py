@@ -487,8 +487,13 @@ def test_device_work_of_the_profilers_warmup_step_is_left_out(tmp_path: Path) ->
     shutil.copyfile(host, tmp_path / host.name)
     (session / "tpu-host.xplane.pb").write_bytes(encode_xspace([plane]))
     prof = load(tmp_path)
-    assert sorted(prof.kernels["name"]) == ["late_op", "step_op"]
+    kept = prof.events.loc[prof.events["kind"].astype(str) == "kernel", "name"].astype(str)
+    assert sorted(kept) == ["late_op", "step_op"]
     assert any(n.startswith("1 XPlane device event(s) ended before") for n in prof.notes)
+    # late_op has no launch and starts before the first step: in no step, so the
+    # kernel table (the steps' work) leaves it out too, and a note says so.
+    assert sorted(prof.kernels["name"]) == ["step_op"]
+    assert any(n.startswith("1 device activities") and "start in no step" in n for n in prof.notes)
     ev = prof.events
     assert ev["ts"].min() == 0.0
     # Times still line up with the host: step_op starts 100 µs after the host's first event.

@@ -139,7 +139,9 @@ _OPTIONAL_COLUMNS = [
 ]  # fmt: skip
 
 
-def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
+def kernel_table(
+    events: pd.DataFrame, links: pd.DataFrame | None = None, keep: np.ndarray | None = None
+) -> pd.DataFrame:
     """One row per device kernel (or copy, or memset) name.
 
     Columns: ``name`` (full), ``short_name`` (readable, see `names`),
@@ -156,8 +158,14 @@ def kernel_table(events: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.
     ``fused_ops`` for generated kernels; mean and max ``launch_delay_us``
     (launch start to kernel start) where launches are linked. Optional
     columns appear only when some row has a value.
+
+    ``keep`` (one bool per device activity, `activity_rows` order) selects the
+    activities counted, e.g. `steps.counted_work`: the work the counted steps
+    launched, so the table sums to the steps table. None counts them all.
     """
     rows = activity_rows(events)
+    if keep is not None:
+        rows = rows[np.asarray(keep, dtype=bool)]
     if not len(rows):
         return _empty_kernel_table()
     uniq, inv = _group(events["name"].cat.codes.to_numpy()[rows])

@@ -158,6 +158,25 @@ def assign_to_steps(
     return out
 
 
+def queued_before_trace(events: pd.DataFrame, links: pd.DataFrame, act: np.ndarray) -> np.ndarray:
+    """Which device activities (of ``act``) were queued before the trace started.
+
+    Such work has no recorded launch and a correlation id below that of the
+    first runtime launch in the trace: the profiler was not yet recording
+    when it was launched (HTA gives it iteration -1). Work without any
+    correlation id (XPlane ops, Neuron executions, MTIA ccp events), or in a
+    trace with no runtime launch to compare with, is not called queued.
+    """
+    out = np.zeros(len(act), dtype=bool)
+    corr = events["correlation"].to_numpy()
+    rt = K.kind_mask(events, K.RUNTIME) & (corr >= 0)
+    if not len(act) or not rt.any():
+        return out
+    first = corr[rt].min()
+    c = corr[act]
+    return (launch_sources(events, links, act) < 0) & (c >= 0) & (c < first)
+
+
 def device_steps(
     events: pd.DataFrame,
     links: pd.DataFrame,
@@ -167,10 +186,13 @@ def device_steps(
     """For each device activity (`kernels.activity_rows` order), the step that launched it.
 
     The value is a position in `step_table` (and ``ranges``) order; -1 where the
-    launch lies in no step. Work with no recorded launch (see `launch_sources`:
-    TPU ops read from an XPlane without correlation ids, Neuron executions, a
-    copy whose runtime call was lost) falls back to the step whose host time
-    window it starts in: counting it in no step would report an idle device.
+    launch lies in no step. Work queued before the trace started (see
+    `queued_before_trace`) belongs to no step, even where it runs inside the
+    first one: it was launched before any profiled step began. Other work with
+    no recorded launch (see `launch_sources`: TPU ops read from an XPlane
+    without correlation ids, Neuron executions, a copy whose runtime call was
+    lost) falls back to the step whose host time window it starts in: counting
+    it in no step would report an idle device.
     """
     if lanes is None:
         lanes = event_lanes(events)
@@ -184,7 +206,22 @@ def device_steps(
     lane = np.full(len(act), -1, dtype=np.int64)
     lane[ok] = lanes[src[ok]]
     t[~ok] = events["ts"].to_numpy()[act[~ok]]
+    # NaN matches no range: queued work stays out of every step.
+    t[queued_before_trace(events, links, act)] = np.nan
     return assign_to_steps(t, lane, ranges)
+
+
+def counted_work(steps: pd.DataFrame, owner: np.ndarray) -> np.ndarray | None:
+    """Which device activities the kernel table counts: those the counted steps launched.
+
+    ``owner`` is `device_steps`. None (all of them) when no step is counted:
+    the per-step figures are then over the recording window, as one step, and
+    hold every activity too. So the kernel table, the steps table and the
+    findings always count the same work.
+    """
+    if steps.empty or "counted" not in steps or not steps["counted"].any():
+        return None
+    return np.isin(owner, np.flatnonzero(steps["counted"].to_numpy(bool)))
 
 
 def recording_window(events: pd.DataFrame, exclude: np.ndarray | None = None) -> tuple[float, float]:
@@ -492,8 +529,11 @@ def summarize(
     Where the trace has steps, the device work is accounted for in full:
     ``device_activities_in_steps`` / ``device_us_in_steps`` (launched in the
     counted steps), ``..._left_out`` (launched in a left-out step),
-    ``..._outside_steps`` (launched before, between or after the steps) and
-    ``..._unlinked`` (no launch recorded), whose sums equal the kernel table's.
+    ``..._outside_steps`` (launched before, between or after the steps),
+    ``..._queued`` (queued before the trace started, see
+    `queued_before_trace`) and ``..._unlinked`` (no launch recorded, in no
+    step's window): together every device activity of the trace. The kernel
+    table holds the first part only (see `counted_work`).
     """
     act = activity_rows(events)
     has_device = bool(len(act))
@@ -561,15 +601,17 @@ def _suspicious_rows(events: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
 def _device_accounting(
     events: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray, links: pd.DataFrame, dur: np.ndarray
 ) -> dict[str, Any]:
-    """Where every device activity went: counted steps, left-out steps, outside, unlinked."""
+    """Where every device activity went: counted steps, left-out steps, outside, queued, unlinked."""
     act = activity_rows(events)
     unlinked = launch_sources(events, links, act) < 0
+    queued = queued_before_trace(events, links, act)
     in_counted = np.isin(owner, np.flatnonzero(steps["counted"].to_numpy(bool)))
     parts = {
         "in_steps": in_counted,
         "left_out": (owner >= 0) & ~in_counted,
         "outside_steps": (owner < 0) & ~unlinked,
-        "unlinked": (owner < 0) & unlinked,
+        "queued": queued,
+        "unlinked": (owner < 0) & unlinked & ~queued,
         # Not a fifth part: the unlinked work the steps got by time window.
         "by_window": (owner >= 0) & unlinked,
     }
@@ -616,11 +658,15 @@ def step_notes(steps: pd.DataFrame, summary: dict[str, Any]) -> list[str]:
             )
     if counted == 0 and len(steps):
         notes.append("no step is left to count: figures are over the recording window, as one step")
-    outside = ": in the kernel table, not in the per-step figures"
+    outside = ": left out of the kernel table and the per-step figures"
     for key, what in (
         (
             "outside_steps",
             "were launched outside the profiled steps (before, between or after them)" + outside,
+        ),
+        (
+            "queued",
+            "were queued before the trace started (correlation id below the first recorded launch)" + outside,
         ),
         ("left_out", "were launched in left-out steps" + outside),
         ("unlinked", "have no recorded launch and start in no step" + outside),

@@ -302,10 +302,12 @@ class Profile:
     def kernels(self) -> pd.DataFrame:
         """One row per device kernel/copy/memset name (see `analysis.kernels.kernel_table`).
 
-        Calls and times are totals over the profiled steps; `kernel_table`
-        gives them per step.
+        Calls and times are totals over the profiled steps: the work the
+        counted steps launched, as in `steps` (all of it without a counted
+        step); `kernel_table` gives them per step.
         """
-        return kernels_mod.kernel_table(self._data.events, self._links)
+        keep = steps_mod.counted_work(self.steps, self._device_steps)
+        return kernels_mod.kernel_table(self._data.events, self._links, keep)
 
     @property
     def notes(self) -> list[str]:

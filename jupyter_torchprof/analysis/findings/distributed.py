@@ -3,8 +3,10 @@
 Exposed communication is the time some collective kernel (NCCL, RCCL ...)
 ran on a device while no compute kernel did: the union of communication
 intervals minus its intersection with the union of compute intervals, per
-device, inside the steps. Part of a collective's time is waiting for the
-slowest rank, which is why stragglers are checked across ranks.
+device, for the collectives the counted steps launched (the work the steps
+and kernel tables count; work queued before the trace is in no step).
+Part of a collective's time is waiting for the slowest rank, which is why
+stragglers are checked across ranks.
 """
 
 from __future__ import annotations
@@ -41,37 +43,28 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
     if not is_comm.any():
         return []
     dev = inp.column("device")[kern]
+    # The same work as the steps and kernel tables: the collectives the
+    # counted steps launched, wherever they ran (not cut to the host ranges).
+    mine = inp.launched_in_steps(kern)
     out = []
-    for d in sorted(set(dev[is_comm].tolist())):
-        comm = kern[is_comm & (dev == d)]
+    for d in sorted(set(dev[is_comm & mine].tolist())):
+        comm = kern[is_comm & mine & (dev == d)]
+        # Any compute on the device hides a collective, whoever launched it.
         compute = kern[~is_comm & (dev == d)]
-        # Sorted by start once, so each step window only touches the kernels
-        # near it (a trace of many steps would otherwise cost steps x kernels).
-        comm = comm[np.argsort(inp.ts[comm], kind="stable")]
-        compute = compute[np.argsort(inp.ts[compute], kind="stable")]
         c_ts, c_end = inp.ts[comm], inp.end[comm]
-        k_ts, k_end = inp.ts[compute], inp.end[compute]
-        c_reach = float((c_end - c_ts).max(initial=0.0))
-        k_reach = float((k_end - k_ts).max(initial=0.0))
-        comm_total = exposed = 0.0
-        exposed_per_kernel = np.zeros(len(comm))
-        for lo, hi in inp.windows:
-            ci = slice(np.searchsorted(c_ts, lo - c_reach), np.searchsorted(c_ts, hi))
-            ki = slice(np.searchsorted(k_ts, lo - k_reach), np.searchsorted(k_ts, hi))
-            cs = np.clip(c_ts[ci], lo, hi)
-            ce = np.clip(c_end[ci], lo, hi)
-            bs, be = merge(cs, ce)
-            ks, ke = merge(np.clip(k_ts[ki], lo, hi), np.clip(k_end[ki], lo, hi))
-            comm_total += float((be - bs).sum())
-            exposed += float((be - bs).sum() - overlap_with(ks, ke, bs, be).sum())
-            exposed_per_kernel[ci] += (ce - cs) - overlap_with(ks, ke, cs, ce)
+        bs, be = merge(c_ts, c_end)
+        ks, ke = merge(inp.ts[compute], inp.end[compute])
+        comm_union = float((be - bs).sum())
+        exposed = comm_union - float(overlap_with(ks, ke, bs, be).sum())
+        exposed_per_kernel = (c_end - c_ts) - overlap_with(ks, ke, c_ts, c_end)
+        comm_sum = float((c_end - c_ts).sum())
         per = inp.n_steps
         wall = inp.wall_per_step
         exp_step = exposed / per
         pct = 100 * exp_step / wall if wall > 0 else 0.0
         if pct < th.comm_exposed_min_pct:
             continue
-        hidden = 100 * (1 - exposed / comm_total) if comm_total > 0 else 0.0
+        hidden = 100 * (1 - exposed / comm_union) if comm_union > 0 else 0.0
         top = comm[np.argsort(-exposed_per_kernel, kind="stable")]
         kernels = list(inp.count_names(comm))
         out.append(
@@ -91,7 +84,8 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
                 ),
                 evidence={
                     "device": d,
-                    "comm_per_step_us": comm_total / per,
+                    # Summed per kernel, as the steps table's comm_us.
+                    "comm_per_step_us": comm_sum / per,
                     "exposed_per_step_us": exp_step,
                     "exposed_step_pct": pct,
                     "hidden_pct": hidden,
