@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -131,19 +132,80 @@ def test_no_readable_rank_raises_the_first_error(tmp_path):
     assert all("bad" in str(e) for e in errors)
 
 
-def test_script_without_main_guard_loads_once(job, tmp_path):
-    # spawn imports the script again in each worker: the load it reaches
-    # there must not parse the job a second time.
+UNGUARDED = """\
+import os
+import time
+
+import jupyter_torchprof
+from jupyter_torchprof.results import parallel
+
+first = jupyter_torchprof.load({folder!r}, workers=3)
+# the workers still starting when this process had parsed every rank are
+# kept once started: the next load hands them ranks from its start
+deadline = time.monotonic() + 240
+while len(parallel.kept_workers()) < 2 and time.monotonic() < deadline:
+    time.sleep(0.1)
+again = jupyter_torchprof.load({folder!r}, workers=3)
+print(len(first), len(again), sum(p != os.getpid() for p in again.parsed_by), flush=True)
+"""
+
+
+def test_script_without_main_guard_gets_its_workers_quietly(job, tmp_path):
+    # A plain script, no  if __name__ == "__main__":  guard. spawn's workers
+    # imported it again and failed with a traceback (then this process
+    # parsed every rank alone); ours never import it.
     script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED.format(folder=str(job)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+    )
+    assert "Traceback" not in proc.stderr and "RuntimeError" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, again, by_workers = (int(x) for x in proc.stdout.split())
+    assert first == again == len(SOURCES)
+    assert by_workers >= 1  # the parallel path ran: ranks parsed in the workers
+
+
+def test_a_script_that_exits_right_after_its_load_leaves_quietly(tmp_path):
+    # This process parses both tiny ranks long before its workers have
+    # imported pandas: they start into a closed pipe, and must say nothing.
+    doc = json.loads(gzip.decompress(real_trace("cpu_only.pt.trace.json.gz").read_bytes()))
+    for rank in range(2):
+        doc["distributedInfo"] = {**doc["distributedInfo"], "rank": rank, "world_size": 2}
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text(json.dumps(doc))
+    script = tmp_path / "quick.py"
     script.write_text(
-        "import jupyter_torchprof\n"
-        f"r = jupyter_torchprof.load({str(job)!r}, workers=2)\n"
-        "print('loaded', len(r), flush=True)\n"
+        f"import jupyter_torchprof\nprint(len(jupyter_torchprof.load({str(tmp_path)!r}, workers=3)))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines() == [f"loaded {len(SOURCES)}"]
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout.split() == ["2"], proc.stderr[-2000:]
+    # run() returned once the workers, which write to the same stderr, had exited too
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_worker_let_go_while_it_starts_exits_quietly():
+    # The parent stopped listening before the worker said it was ready (a
+    # script exiting right after its load, with its workers still importing).
+    from jupyter_torchprof.results.rank_worker import BOOTSTRAP
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BOOTSTRAP],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    proc.stdout.close()
+    pickle.dump(list(sys.path), proc.stdin)
+    proc.stdin.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
 
 
 def test_dask_cluster_gives_the_same(job, reference):
@@ -171,11 +233,15 @@ def test_the_next_load_finds_the_workers_started(job, reference, monkeypatch):
     again = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
     assert {d.pid for d in again} <= {d.pid for d in first}  # the same processes, not new ones
     _same(RankSet(digests=again, name=job.name), reference)
-    # another number of workers: another pool, the first one let go
-    other = digest_files(sorted(job.iterdir()), workers=1, here=False)[0]
-    assert not {d.pid for d in other} & {d.pid for d in first}
+    # more workers: the kept ones (started, they take the ranks first) and a new one
+    other = digest_files(sorted(job.iterdir()), workers=3, here=False)[0]
+    assert {d.pid for d in other} & {d.pid for d in first}
+    deadline = time.monotonic() + 240
+    while len(parallel.kept_workers()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(parallel.kept_workers()) == 3
     parallel.close_workers()
-    assert parallel._WARM.pool is None
+    assert not parallel.kept_workers()
 
 
 def test_idle_workers_exit(job, monkeypatch):
@@ -186,9 +252,9 @@ def test_idle_workers_exit(job, monkeypatch):
     digests = digest_files(sorted(job.iterdir()), workers=2, here=False)[0]
     pids = {d.pid for d in digests}
     deadline = time.monotonic() + 30
-    while parallel._WARM.pool is not None and time.monotonic() < deadline:
+    while parallel.kept_workers() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert parallel._WARM.pool is None
+    assert not parallel.kept_workers()
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
@@ -222,14 +288,14 @@ def test_ctrl_c_during_a_load_lets_the_workers_go_and_the_next_load_works(job, r
     real = parallel.digest_file
     calls = []
 
-    def interrupted(path):
+    def interrupted(path, parts=()):
         calls.append(path)
         raise KeyboardInterrupt  # the user's Ctrl-C, while this process parses its first rank
 
     monkeypatch.setattr(parallel, "digest_file", interrupted)
     with pytest.raises(KeyboardInterrupt):
         digest_files(sorted(job.iterdir()), workers=3)  # two workers and this process
-    assert calls and parallel._WARM.pool is None  # the workers were let go, not kept busy
+    assert calls and not parallel.kept_workers()  # the workers were let go, not kept busy
     monkeypatch.setattr(parallel, "digest_file", real)
     _same(load(str(job), workers=3), reference)
     parallel.close_workers()
@@ -244,7 +310,9 @@ def test_kept_workers_exit_when_the_kernel_is_killed(job, tmp_path):
         "    import jupyter_torchprof\n"
         "    from jupyter_torchprof.results import parallel\n"
         f"    jupyter_torchprof.load({str(job)!r}, workers=3)\n"
-        "    print(*[p.pid for p in parallel._WARM.pool._processes.values()], flush=True)\n"
+        "    while len(parallel.kept_workers()) < 2:\n"
+        "        time.sleep(0.1)\n"
+        "    print(*parallel.kept_workers(), flush=True)\n"
         "    time.sleep(600)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

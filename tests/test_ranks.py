@@ -11,11 +11,14 @@ import sys
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
-from tracefiles import raw_events, real_trace, union_length
+from tracefiles import assert_same_findings, raw_events, real_trace, union_length
 
 from jupyter_torchprof import load
-from jupyter_torchprof.analysis.ranks import STRAGGLER_RATIO
+from jupyter_torchprof.analysis.ranks import STRAGGLER_RATIO, rank_row
+from jupyter_torchprof.results.parallel import DIGEST_TABLES
+from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.results.ranks import RankSet
 
 #: Real traces of different ranks (each names its own in distributedInfo).
@@ -96,6 +99,65 @@ def test_magic_load_folder(shell, rank_folder):
     result = shell.user_ns["_torchprof"]
     assert isinstance(result, RankSet)
     assert sorted(result.ranks) == sorted(_doc(real_trace(n))["distributedInfo"]["rank"] for n in RANK_FILES)
+
+
+# --------------------------------------------------------------------------- #
+# many tiny ranks: tables and findings wait until asked for
+
+TINY_RANKS = 64
+
+
+@pytest.fixture(scope="module")
+def tiny_job(tmp_path_factory):
+    """64 copies of the small CPU trace, each naming its own rank (written to tmp)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    doc = _doc(real_trace("cpu_only.pt.trace.json.gz"))
+    for rank in range(TINY_RANKS):
+        doc["distributedInfo"] = {**doc["distributedInfo"], "rank": rank, "world_size": TINY_RANKS}
+        with gzip.open(folder / f"rank{rank}.pt.trace.json.gz", "wt") as fh:
+            json.dump(doc, fh)
+    return folder
+
+
+def _built(ranks: RankSet) -> tuple[int, int]:
+    """How many ranks have their findings, and how many their tables, built."""
+    entries = ranks._entries
+    return sum(e.findings is not None for e in entries), sum(bool(e.tables) for e in entries)
+
+
+def test_many_tiny_ranks_build_tables_and_findings_only_when_asked(tiny_job):
+    ranks = load(str(tiny_job))
+    assert ranks.ranks == list(range(TINY_RANKS))
+    table, _ = ranks.table, ranks.text()  # what the set shows on its own
+    assert _built(ranks) == (0, 0)
+    # the summary is right without them: step time from the json module, the eager row
+    raw = [e for e in raw_events(tiny_job / "rank0.pt.trace.json.gz") if e.get("ph") == "X"]
+    steps = [e["dur"] for e in raw if e["name"].startswith("ProfilerStep#")]
+    eager = Profile.from_file(tiny_job / "rank5.pt.trace.json.gz")
+    row = rank_row(eager)
+    assert (table["steps"] == len(steps)).all()
+    assert table["wall_per_step_us"].to_numpy() == pytest.approx(sum(steps) / len(steps))
+    for col in ("cpu_busy_per_step_us", "comm_per_step_us", "work_per_step_us"):
+        assert table[col].to_numpy() == pytest.approx(row[col]), col
+    assert not ranks.stragglers and not table["straggler"].any()  # identical ranks
+    assert _built(ranks) == (0, 0)
+
+    tables = ranks.tables(5)
+    assert _built(ranks) == (0, 1)  # that rank's alone
+    for name in DIGEST_TABLES:
+        pd.testing.assert_frame_equal(tables[name], getattr(eager, name))
+    assert ranks.tables(5) is tables  # kept
+
+    found = ranks.findings
+    assert _built(ranks) == (TINY_RANKS, 1)
+    assert sorted(set(found["rank"])) == list(range(TINY_RANKS))
+    assert_same_findings(ranks._entries[5].findings, eager.findings)
+    # the other ranks' differ from rank 5's only where they name their rank
+    # ("stragglers not checked: only rank r of 64 loaded", dropped once merged)
+    assert not (found["rule"] == "stragglers").any()
+    same = eager.findings[eager.findings["rule"] != "stragglers"].reset_index(drop=True)
+    for e in ranks._entries:
+        assert_same_findings(e.findings[e.findings["rule"] != "stragglers"].reset_index(drop=True), same)
 
 
 # --------------------------------------------------------------------------- #

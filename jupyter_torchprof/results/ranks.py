@@ -14,7 +14,7 @@ from .profile import Profile
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.parser import TraceMeta
-    from .parallel import RankDigest
+    from .digest import RankDigest
 from . import seams
 
 
@@ -48,10 +48,15 @@ class _Loaded:
 class RankSet:
     """The ranks of one distributed job, indexed by rank.
 
-    A set loaded from a folder (`from_files`) keeps each rank's summary,
-    tables and findings, computed in worker processes (or on a Dask
-    cluster), not its events: ``ranks[r]`` parses rank ``r``'s file again
-    the first time it is asked for, and keeps that `Profile`.
+    A set loaded from a folder (`from_files`) keeps each rank's summary and
+    cross-rank row, computed in worker processes (or on a Dask cluster), not
+    its events: ``ranks[r]`` parses rank ``r``'s file again the first time
+    it is asked for, and keeps that `Profile`. A rank's tables (`tables`)
+    and findings (`findings`) are built on first access, the findings of all
+    ranks at once and in parallel, from the files again: most looks at a
+    job read only the cross-rank table, and building every rank's tables
+    made a folder of many tiny ranks load several times slower than its
+    files one by one.
 
     Parameters
     ----------
@@ -62,7 +67,7 @@ class RankSet:
     notes
         Lines about the folder (files that could not be read).
     digests
-        Ranks parsed elsewhere (`parallel.RankDigest`), beside or instead of ``profiles``.
+        Ranks parsed elsewhere (`digest.RankDigest`), beside or instead of ``profiles``.
     """
 
     def __init__(
@@ -79,6 +84,9 @@ class RankSet:
             entries, key=lambda e: (e.meta.rank is None, e.meta.rank or 0, str(e.meta.path or e.name))
         )
         self._loaded: dict[int, Profile] = {}
+        #: Where the ranks' tables and findings are built when asked for (see `from_files`).
+        self._client: Any = None
+        self._workers: int | None = None
         self.name = name
         #: Files of the folder that could not be read (one line each).
         self.notes = list(notes)
@@ -119,7 +127,9 @@ class RankSet:
         notes = [f"skipped {e}" for e in errors]
         for note in notes:
             warnings.warn(note, stacklevel=2)
-        return cls(name=name, notes=notes, digests=digests)
+        ranks = cls(name=name, notes=notes, digests=digests)
+        ranks._client, ranks._workers = client, workers
+        return ranks
 
     @property
     def ranks(self) -> list[int | None]:
@@ -136,14 +146,71 @@ class RankSet:
         """Each rank's `Profile.summary`, in rank order (no events are loaded)."""
         return [e.summary for e in self._entries]
 
+    @property
+    def parsed_by(self) -> list[int]:
+        """The process id that parsed each rank, in rank order (worker processes, or this one)."""
+        import os
+
+        return [getattr(e, "pid", os.getpid()) for e in self._entries]
+
     def tables(self, position: int) -> dict[str, pd.DataFrame]:
-        """The ops, kernels, steps and streams tables of the rank at ``position``, without its events."""
+        """The ops, kernels, steps and streams tables of the rank at ``position``, without its events.
+
+        Built on first access (the rank's file is parsed again, unless its
+        `Profile` is loaded), then kept.
+        """
         e = self._entries[position]
         if isinstance(e, _Loaded):
-            from .parallel import DIGEST_TABLES
+            from .digest import DIGEST_TABLES
 
             return {t: getattr(e.p, t) for t in DIGEST_TABLES}
+        if not e.tables:
+            self._build([position], "tables")
         return e.tables
+
+    def _rank_findings(self) -> list[pd.DataFrame]:
+        """Each rank's own findings, in rank order; those not built yet are built together, in parallel."""
+        missing = [i for i, e in enumerate(self._entries) if e.findings is None]
+        if missing:
+            self._build(missing, "findings")
+        return [e.findings for e in self._entries]
+
+    def _build(self, positions: list[int], part: str) -> None:
+        """Fill ``part`` ("findings" or "tables") of the digests at ``positions``.
+
+        A rank whose `Profile` is loaded gives it from there; the others are
+        digested again from their files, where the load ran (`parallel.digest_files`).
+        """
+        from .digest import DIGEST_TABLES
+        from .parallel import digest_files
+
+        def fill(i: int, findings: pd.DataFrame | None, tables: dict[str, pd.DataFrame]) -> None:
+            e = self._entries[i]
+            if e.findings is None:
+                e.findings = findings
+            e.tables = e.tables or tables
+
+        todo = []
+        for i in positions:
+            if i in self._loaded:
+                p = self._loaded[i]
+                fill(
+                    i,
+                    p.findings if part == "findings" else None,
+                    {t: getattr(p, t) for t in DIGEST_TABLES} if part == "tables" else {},
+                )
+            else:
+                todo.append(i)
+        if not todo:
+            return
+        files = [Path(self._entries[i].path) for i in todo]
+        # A Dask client closed since the load: this machine's workers build them.
+        client = self._client if getattr(self._client, "status", "running") == "running" else None
+        digests, errors = digest_files(files, client=client, workers=self._workers, parts=(part,))
+        if errors:  # the file changed or went away since the load
+            raise errors[0]
+        for i, d in zip(todo, digests, strict=True):
+            fill(i, d.findings, d.tables)
 
     def profile_at(self, position: int) -> Profile:
         """The full `Profile` of the rank at ``position`` (parsed from its file on first use)."""
@@ -209,8 +276,8 @@ class RankSet:
             self.__dict__["_findings"] = merge_rank_findings(
                 self.straggler_findings,
                 [
-                    (e.meta.rank if e.meta.rank is not None else i, e.findings)
-                    for i, e in enumerate(self._entries)
+                    (e.meta.rank if e.meta.rank is not None else i, found)
+                    for i, (e, found) in enumerate(zip(self._entries, self._rank_findings(), strict=True))
                 ],
             )
         return self.__dict__["_findings"]
