@@ -53,7 +53,7 @@ from ..trace.parser import TraceData, TraceMeta
 from .profile import CaptureInfo, Profile
 
 #: Bumped whenever what is stored, or how, changes; an older cache is re-made.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the kernel table holds the counted steps' work only (issue 27)
 TABLES_SUFFIX = ".tables.npz"
 TIMELINE_SUFFIX = ".timeline.npz"
 #: A run folder is one whose record the store wrote (`store.RUN_FILE`; the
