@@ -1,7 +1,9 @@
 """jupyter_torchprof: profile PyTorch from a notebook cell.
 
 ``%load_ext jupyter_torchprof`` registers the ``%%torchprof`` magic;
-``jupyter_torchprof.load(path)`` opens any saved Kineto trace.
+``jupyter_torchprof.profile(fn, *args, steps=3, ...)`` and ``with
+jupyter_torchprof.profiling() as run:`` do the same without magics (scripts,
+marimo); ``jupyter_torchprof.load(path)`` opens any saved Kineto trace.
 
 Importing this package is cheap: torch, pandas' heavy parts, bokeh and IPython
 are imported only when a function that needs them runs.
@@ -15,10 +17,19 @@ from ._version import __version__
 from .results import seams as _seams
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .api import profile, profiling
     from .results.profile import Profile
     from .results.ranks import RankSet
 
-__all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension", "Profile"]
+__all__ = [
+    "__version__",
+    "load",
+    "profile",
+    "profiling",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+    "Profile",
+]
 
 
 def load(
@@ -87,6 +98,12 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def __getattr__(name: str) -> Any:
+    # profile() and profiling() (scripts, marimo: no magics) come with the
+    # session's imports (IPython among them), so only when asked for.
+    if name in ("profile", "profiling"):
+        from . import api
+
+        return getattr(api, name)
     if name == "Profile":
         from .results.profile import Profile
 

@@ -58,6 +58,7 @@ class CellRunner:
         self.calls = 0
         self.show_output = show_output
         self.first_call_s: float | None = None
+        self._code = code
         transformed = shell.transform_cell(code)
         filename = shell.compile.cache(transformed, running_cell_number(shell), raw_code=code)
         try:
@@ -82,6 +83,28 @@ class CellRunner:
         self._body = compile(tree, filename, "exec")
         self._last = compile(ast.Expression(last), filename, "eval") if last is not None else None
         self._ns = shell.user_ns
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        """The notebook namespace the cell runs in (``--modules`` names modules after its variables)."""
+        return self._ns
+
+    def compiled(self, settings: Any, show_output: bool = False) -> tuple[Any, Any]:
+        """The runner of the compiled run (``--compare``/``--compile``) and the context it runs in.
+
+        With ``--compile-names`` the same cell runs while those notebook
+        objects are swapped for compiled ones; otherwise the whole cell is
+        compiled as one function (`capture.compile.CompiledCell`).
+        """
+        from contextlib import nullcontext
+
+        from .capture.compile import CompiledCell, compiled_names
+
+        if settings.names:
+            return CellRunner(self.shell, self._code, show_output=show_output), compiled_names(
+                self._ns, settings
+            )
+        return CompiledCell(self.tree, self.filename, self._ns, settings), nullcontext()
 
     def _once(self) -> Any:
         __tracebackhide__ = True  # noqa: F841

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -129,12 +128,51 @@ class RunSession:
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
 
-    def run(self, args: argparse.Namespace, code: str) -> Any:
-        """Profile ``code``: check everything first, capture, keep, show; returns the cell's value."""
+    def run(self, args: argparse.Namespace, code: str, make_runner: Any = None) -> Any:
+        """Profile ``code``: check everything first, capture, keep, show; returns the cell's value.
+
+        ``make_runner``: what runs the code once per call (a cell's
+        `CellRunner` when not given; `api.profile` hands in its callable's
+        runner, with ``code`` the callable's source). It is made after the
+        options are checked and must have ``value``, ``namespace`` and
+        ``compiled(settings, show_output)``.
+        """
         __tracebackhide__ = True  # noqa: F841
         global _ACTIVE
         if _ACTIVE:
             raise UsageError("%%torchprof cannot run inside another %%torchprof cell")
+        options, target = self.prepare(args)
+        runner = make_runner() if make_runner is not None else self._cell_runner(code)
+        store = self.run_store(args)
+        progress = self.progress_line(args)
+        module_names = None
+        if options.modules:
+            from .capture.modules import module_paths
+
+            module_names = module_paths(runner.namespace)
+        if args.compare or args.compile or args.compile_names:
+            return self._run_compare(args, code, runner, target, options, store, progress, module_names)
+
+        _ACTIVE = True
+        try:
+            profile, result = self._capture_profile(
+                runner,
+                target,
+                options,
+                code,
+                args,
+                store,
+                progress,
+                module_names,
+                args.name or default_name(code),
+            )
+        finally:
+            _ACTIVE = False
+        self.show_run(args, result, profile, progress)
+        return runner.value
+
+    def prepare(self, args: argparse.Namespace) -> tuple[Any, Any]:
+        """Check the options and the device before anything runs; (`CaptureOptions`, `DeviceTarget`)."""
         from .capture.device import resolve_device
         from .capture.runner import CaptureOptions, profiler_is_running
         from .errors import DeviceError
@@ -160,6 +198,10 @@ class RunSession:
                 "another torch profiler is already running in this process; "
                 "leave its `with torch.profiler.profile()` block first"
             )
+        return options, target
+
+    def _cell_runner(self, code: str) -> CellRunner:
+        """The cell's runner; a syntax error or a profiler the cell starts is refused here."""
         runner = CellRunner(self.shell, code)  # SyntaxError surfaces here
         from .capture.cellcheck import profiler_call
         from .capture.guards import NESTED_MESSAGE
@@ -167,35 +209,29 @@ class RunSession:
         starts = profiler_call(runner.tree, self.shell.user_ns)
         if starts is not None:
             raise UsageError(f"{NESTED_MESSAGE} (it calls {starts})")
+        return runner
 
+    def run_store(self, args: argparse.Namespace) -> Any:
+        """The run store the options name (``--run-dir``, else the configured one)."""
         from .store import RunStore
+
+        return RunStore(args.run_dir or self.settings.run_dir or None)
+
+    def progress_line(self, args: argparse.Namespace) -> Any:
+        """The progress line of a run (nothing with ``--quiet``)."""
         from .views.progress import Progress
 
-        store = RunStore(args.run_dir or self.settings.run_dir or None)
-        progress = Progress(enabled=not args.quiet, notebook=in_notebook(self.shell))
-        module_names = None
-        if options.modules:
-            from .capture.modules import module_paths
+        return Progress(enabled=not args.quiet, notebook=in_notebook(self.shell))
 
-            module_names = module_paths(self.shell.user_ns)
-        if args.compare or args.compile or args.compile_names:
-            return self._run_compare(args, code, runner, target, options, store, progress, module_names)
+    def show_run(
+        self, args: argparse.Namespace, result: Any, profile: Any, progress: Any, reraise: bool = True
+    ) -> None:
+        """After a capture: the timing line, the profile shown and exported; then what ended it, raised.
 
-        _ACTIVE = True
-        try:
-            profile, result = self._capture_profile(
-                runner,
-                target,
-                options,
-                code,
-                args,
-                store,
-                progress,
-                module_names,
-                args.name or default_name(code),
-            )
-        finally:
-            _ACTIVE = False
+        ``reraise=False``: what ended the capture is not raised here (a
+        ``with`` block's own exception, which propagates by itself).
+        """
+        __tracebackhide__ = True  # noqa: F841
         progress.finish(timing_line(result, profile))
         if profile is not None:
             self._apply_view_settings(profile, args)
@@ -203,10 +239,11 @@ class RunSession:
             if result.error is None:
                 self._export(profile, args)
         if result.error is not None:
-            raise_capture_error(result.error)
+            if reraise:
+                raise_capture_error(result.error)
+            return
         if profile is None:
             raise UsageError("; ".join(result.notes) or "the profiler produced no trace")
-        return runner.value
 
     def _capture_profile(
         self,
@@ -225,14 +262,51 @@ class RunSession:
         __tracebackhide__ = True  # noqa: F841
         from .capture.runner import capture
 
+        run_dir = self.new_run_dir(store)
+        started = time.time()
+        return self.collect(
+            lambda: capture(run_once, target, options, run_dir / "trace.json", progress, module_names),
+            run_dir,
+            started,
+            target,
+            options,
+            code,
+            args,
+            store,
+            progress,
+            name,
+            extra_info,
+        )
+
+    def new_run_dir(self, store: Any) -> Path:
+        """A new run folder in ``store`` (a store that cannot be written: one line)."""
         try:
-            run_dir = store.create()
+            return store.create()
         except OSError as exc:
             raise UsageError(f"cannot create a run folder in {store.root}: {exc.strerror or exc}") from None
-        started = time.time()
+
+    def collect(
+        self,
+        take: Any,
+        run_dir: Path,
+        started: float,
+        target: Any,
+        options: Any,
+        code: str,
+        args: argparse.Namespace,
+        store: Any,
+        progress: Any,
+        name: str,
+        extra_info: dict[str, Any] | None = None,
+    ) -> tuple[Any, Any]:
+        """Take a capture (``take()`` returns its `CaptureResult`) into ``run_dir``; (Profile or None, result).
+
+        Whatever ends it early, the run is closed, not left "running".
+        """
+        __tracebackhide__ = True  # noqa: F841
         profile = None
         try:
-            result = capture(run_once, target, options, run_dir / "trace.json", progress, module_names)
+            result = take()
             if result.trace_path is not None:
                 progress.update("parsing", 0, 1)
                 profile = self._build_profile(
@@ -290,7 +364,7 @@ class RunSession:
         global _ACTIVE
         from dataclasses import replace
 
-        from .capture.compile import CompiledCell, CompileRecorder, compiled_names, cpu_kernel_ranges
+        from .capture.compile import CompileRecorder, cpu_kernel_ranges
         from .results.comparison import Comparison
 
         settings = self._compile_settings(args)
@@ -316,12 +390,7 @@ class RunSession:
             # lands in a profiled step.
             coptions = replace(options, warmup=max(options.warmup, 2))
             recorder = CompileRecorder(settings)
-            if settings.names:
-                compiled_runner: Any = CellRunner(self.shell, code, show_output=args.compile)
-                swap = compiled_names(self.shell.user_ns, settings)
-            else:
-                compiled_runner = CompiledCell(runner.tree, runner.filename, self.shell.user_ns, settings)
-                swap = nullcontext()
+            compiled_runner, swap = runner.compiled(settings, show_output=args.compile)
             info = {"compile": {"role": "compiled", "settings": settings.kwargs()}}
             with recorder, cpu_kernel_ranges(), swap:
                 compiled, cresult = self._capture_profile(

@@ -34,7 +34,7 @@ LAYERS: dict[str, int] = {
     "results": 3,
     "views": 4, "export": 4, "store": 4,
     "session": 5, "server": 5, "cellrunner": 5, "run_options": 5, "unfinished": 5,
-    "magics": 6,
+    "magics": 6, "api": 6,
     "": 7,  # the package's __init__: the front door that wires the layers
 }  # fmt: skip
 SESSION_LAYER = LAYERS["session"]

@@ -22,6 +22,8 @@ import signal
 import sys
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -516,3 +518,98 @@ def test_failure_while_keeping_a_loaded_trace_leaves_no_run(shell, tmp_path, mon
         assert res.error_in_exec is None
         assert "not kept" in capsys.readouterr().err
         assert shell.user_ns["_torchprof"].summary["events"] > 0
+
+
+# --------------------------------------------------------------------------- #
+# a Ctrl-C whose KeyboardInterrupt CPython discards
+
+
+def _swallowed_sigint() -> None:
+    """A SIGINT whose handler runs inside a weakref callback, where CPython discards its KeyboardInterrupt.
+
+    What happened when the signal landed while the garbage collector ran
+    ``WeakSet._remove`` (during the deep copy of the cell's tree): the
+    handler raises, the callback's exception is "ignored", the run goes on.
+    """
+
+    class Box:
+        pass
+
+    box = Box()
+    ref = weakref.ref(box, lambda _: signal.raise_signal(signal.SIGINT))
+    del box
+    assert ref() is None
+
+
+def _sigint_at_call(k: int, start: object, fired: list) -> Callable:
+    """A profile hook: from the first call of ``start`` until the cell's ``cell_started()``, count
+    Python calls, and at the ``k``-th one send a SIGINT that is swallowed (0: only count)."""
+    state = {"armed": False, "count": 0}
+
+    def hook(frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        if code is start:
+            state["armed"] = True
+        if code.co_name == "cell_started":  # the cell's code runs: setup is over
+            fired.append(("count", state["count"]))
+            sys.setprofile(None)
+            return
+        if state["armed"]:
+            state["count"] += 1
+            if state["count"] == k:
+                fired.append((f"{Path(code.co_filename).name}:{code.co_name}", k))
+                _swallowed_sigint()
+
+    return hook
+
+
+def test_a_ctrl_c_lost_in_a_callback_during_setup_still_stops_the_run(shell, tmp_path, monkeypatch):
+    """At points spread over the whole setup (options, the cell's compile and deep copy, the run
+    folder, the capture's start), a SIGINT raised where CPython discards it: the cell never runs."""
+    import inspect
+
+    from jupyter_torchprof.session import RunSession
+
+    start = inspect.unwrap(RunSession.run).__code__
+    ignored: list[type] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: ignored.append(u.exc_type))
+    shell.run_cell("ran = []\ndef cell_started():\n    ran.append(1)")
+    cell = "%%torchprof --warmup 1 --steps 1 --quiet\ncell_started()"
+    assert shell.run_cell(cell).error_in_exec is None  # first-use imports done: the count below holds
+    runs_per_capture = len(shell.user_ns["ran"])  # warm-up, the profiler's warm-up step, the step
+    counted: list = []
+    sys.setprofile(_sigint_at_call(0, start, counted))
+    try:
+        assert shell.run_cell(cell).error_in_exec is None
+    finally:
+        sys.setprofile(None)
+    ((what, calls),) = counted
+    assert what == "count"
+    assert calls > 200, calls  # the setup is that many Python calls; a point among them is "any moment"
+    points = sorted({1 + (calls * 9 // 10) * i // 15 for i in range(16)})
+    wait_for_compression()
+    kept = RunStore(tmp_path / "runs").list()
+    tried = []
+    for k in points:
+        shell.user_ns["ran"].clear()
+        fired: list = []
+        sys.setprofile(_sigint_at_call(k, start, fired))
+        try:
+            res = shell.run_cell(cell)
+        finally:
+            sys.setprofile(None)
+        where = fired[0][0] if fired else None
+        assert fired and fired[0][0] != "count", (k, fired)  # the signal was sent before the cell ran
+        tried.append(where)
+        assert ignored and ignored.pop() is KeyboardInterrupt and not ignored, where  # CPython dropped it
+        assert isinstance(res.error_in_exec, KeyboardInterrupt), (where, res.error_in_exec)
+        assert shell.user_ns["ran"] == [], where
+        wait_for_compression()
+        assert RunStore(tmp_path / "runs").list() == kept, where  # no run kept, none left running
+    assert len(tried) == len(points) >= 15
+    # and the next run is not interrupted by a Ctrl-C already dealt with
+    shell.user_ns["ran"].clear()
+    assert shell.run_cell(cell).error_in_exec is None
+    assert len(shell.user_ns["ran"]) == runs_per_capture == 3

@@ -45,6 +45,9 @@ def test_every_real_trace_is_there_unchanged_with_its_licence():
         assert digest == sums[name], f"{name} differs from the copy it was made from"
     licence = (DATA_DIR / "LICENSE").read_text(encoding="utf-8")
     assert licence.startswith("MIT License") and "Meta Platforms" in licence
+    # Nothing is written beside them (a table cache there would dirty a clone).
+    kept = sorted(f.relative_to(DATA_DIR).as_posix() for f in DATA_DIR.rglob("*") if f.is_file())
+    assert kept == sorted([*REAL_TRACES, "LICENSE", "SHA256SUMS"])
 
 
 def test_a_missing_trace_fails_the_test_instead_of_skipping_it(monkeypatch, tmp_path):

@@ -214,28 +214,12 @@ def _profile_steps(
 ) -> None:
     """The profiled runs, then stop and export whatever happened (into ``result``)."""
     __tracebackhide__ = True  # noqa: F841
-    from torch.profiler import profile, schedule
-
     exported: list[bool] = []
-    # The backend's own profiler config (TorchTPU, TorchNeuron) writes its
-    # device trace into the run folder, where the loader finds it.
     backend = target.backend
-    config = backend.experimental_config(trace_path.parent, _rank()) if backend is not None else None
-    export = backend.exporter(trace_path.parent) if backend is not None else None
-    on_trace_ready = _trace_writer(trace_path, export, progress, result, exported)
     # The profiler's own warm-up step (torch's schedule: warmup=1) runs the
     # code with tracing set up but discards its events, so the recorded steps
     # do not pay for the profiler's first-use costs.
-    prof = profile(
-        activities=target.activities,
-        schedule=schedule(wait=0, warmup=1, active=options.steps, repeat=1),
-        on_trace_ready=on_trace_ready,
-        record_shapes=options.record_shapes or options.flops,
-        profile_memory=options.memory,
-        with_stack=options.stack,
-        with_flops=options.flops,
-        **({"experimental_config": config} if config is not None else {}),
-    )
+    prof = _new_profiler(target, options, trace_path, progress, result, exported, warmup=1)
     t1 = time.perf_counter()
     started = False
     phase = "profiling"
@@ -271,6 +255,43 @@ def _profile_steps(
         if backend is not None:
             result.notes.extend(backend.check_output(trace_path.parent))
     del prof
+
+
+def _new_profiler(
+    target: DeviceTarget,
+    options: CaptureOptions,
+    trace_path: Path,
+    progress: ProgressSink,
+    result: CaptureResult,
+    exported: list[bool],
+    warmup: int,
+) -> Any:
+    """A torch profiler for ``options.steps`` recorded steps after ``warmup`` discarded ones.
+
+    It writes its trace to ``trace_path`` when the last step ends (appending
+    to ``exported``).
+    """
+    from torch.profiler import profile, schedule
+
+    # The backend's own profiler config (TorchTPU, TorchNeuron) writes its
+    # device trace into the run folder, where the loader finds it.
+    backend = target.backend
+    config = backend.experimental_config(trace_path.parent, _rank()) if backend is not None else None
+    export = backend.exporter(trace_path.parent) if backend is not None else None
+    with warnings.catch_warnings():
+        # warmup=0 (a block, which runs once) makes torch warn that the step
+        # may be skewed; `BlockCapture` says so in its docstring instead.
+        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+        return profile(
+            activities=target.activities,
+            schedule=schedule(wait=0, warmup=warmup, active=options.steps, repeat=1),
+            on_trace_ready=_trace_writer(trace_path, export, progress, result, exported),
+            record_shapes=options.record_shapes or options.flops,
+            profile_memory=options.memory,
+            with_stack=options.stack,
+            with_flops=options.flops,
+            **({"experimental_config": config} if config is not None else {}),
+        )
 
 
 def overhead_notes(options: CaptureOptions) -> list[str]:
@@ -339,3 +360,96 @@ def _stop(prof: Any, result: CaptureResult) -> None:
             result.error, result.error_phase = exc, "stopping the profiler"
     except Exception as exc:  # noqa: BLE001
         result.notes.append(f"profiler did not stop cleanly: {exc}")
+
+
+class BlockCapture:
+    """Profile one run of a ``with`` block: `start` before it, `finish` after it.
+
+    A block runs once, so unlike `capture` there are no warm-up runs and no
+    profiler warm-up step: the one recorded step (``ProfilerStep#0``) pays
+    the profiler's first-use costs and whatever the block does for the
+    first time (lazy initialisation, a first torch.compile).
+
+    Parameters
+    ----------
+    target, options, trace_path, progress, module_names
+        As for `capture` (``options.steps`` and ``options.warmup`` are not used).
+    """
+
+    def __init__(
+        self,
+        target: DeviceTarget,
+        options: CaptureOptions,
+        trace_path: Path,
+        progress: ProgressSink | None = None,
+        module_names: dict[int, str] | None = None,
+    ) -> None:
+        from contextlib import ExitStack
+        from dataclasses import replace
+
+        self.target = target
+        self.options = replace(options, steps=1, warmup=0)
+        self.trace_path = trace_path
+        self.progress = progress or ProgressSink()
+        self.module_names = module_names
+        self.result = CaptureResult(trace_path=None)
+        self._exported: list[bool] = []
+        self._contexts = ExitStack()
+        self._prof: Any = None
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        """Start recording (raises `CaptureError` when another profiler is running)."""
+        if profiler_is_running():
+            raise CaptureError(
+                "another torch profiler is already running in this process; stop it first "
+                "(or leave the enclosing `with torch.profiler.profile()` block)"
+            )
+        options, result = self.options, self.result
+        self._prof = _new_profiler(
+            self.target, options, self.trace_path, self.progress, result, self._exported, warmup=0
+        )
+        self._t0 = time.perf_counter()
+        with _state_change():
+            self._prof.start()
+        self.progress.update("profiling", 0, 1)
+        result.notes.extend(overhead_notes(options))
+        sift = filtered_native_stderr(result.notes) if options.memory else nullcontext()
+        try:
+            for context in (
+                refuse_nested_profilers(),
+                sift,
+                module_annotations(options.modules, self.module_names),
+            ):
+                self._contexts.enter_context(context)
+        except BaseException:
+            self._contexts.close()
+            _stop(self._prof, result)
+            raise
+
+    def finish(self, error: BaseException | None = None) -> CaptureResult:
+        """Stop recording after the block (``error``: what the block raised) and export the trace."""
+        __tracebackhide__ = True  # noqa: F841
+        result = self.result
+        try:
+            if error is None:
+                self.target.synchronize()
+                with _state_change():
+                    # The step's end stops the profiler and exports the trace.
+                    self._prof.step()
+                result.steps_done = 1
+            else:
+                result.error, result.error_phase = error, "profiling"
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            result.error, result.error_phase = exc, "stopping the profiler"
+        finally:
+            self._contexts.close()
+            _stop(self._prof, result)
+            result.profile_s = time.perf_counter() - self._t0 - result.export_s
+        if self._exported:
+            result.trace_path = self.trace_path
+            backend = self.target.backend
+            if backend is not None:
+                result.notes.extend(backend.check_output(self.trace_path.parent))
+        self._prof = None
+        return result
