@@ -649,3 +649,65 @@ def test_a_nonfinite_literal_where_the_name_goes_is_no_name(tmp_path):
         p = load(str(path))
     assert list(p.events["name"].astype(str)) == ["NaN"]  # a real name that reads NaN stays
     assert p.meta.skipped_reasons == {"event(s) without a name": 1}
+
+
+# --------------------------------------------------------------------------- #
+# issue 27, items 7, 10 and 11: torch's unescaped quotes, lone surrogates,
+# big files that are not JSON, absurd device timestamps
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through system calls (``rchar``), counted by the kernel."""
+    with open("/proc/self/io") as fh:
+        return int(next(line for line in fh if line.startswith("rchar:")).split()[1])
+
+
+def _refused_cheaply(path: Path, max_read: int) -> TraceError:
+    import tracemalloc
+
+    before = _bytes_read()
+    tracemalloc.start()
+    try:
+        err = _load_or_error(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    read = _bytes_read() - before
+    assert isinstance(err, TraceError), err
+    assert "not valid json" in str(err).lower() and len(str(err)) < 300, str(err)
+    assert read < max_read, f"read {read} bytes of a {path.stat().st_size}-byte file"
+    assert peak < 32 << 20, f"peak {peak} bytes traced"
+    return err
+
+
+def test_a_big_file_that_is_not_json_is_refused_on_its_first_bytes(tmp_path, monkeypatch):
+    # A machine with memory to spare: the limit does not refuse it first.
+    monkeypatch.setenv("TORCHPROF_MAX_TRACE_BYTES", str(8 << 30))
+    sparse = tmp_path / "zeros.json"
+    subprocess.run(["truncate", "-s", "2G", str(sparse)], check=True)
+    assert sparse.stat().st_size == 2 << 30
+    _refused_cheaply(sparse, 4 << 20)
+    noise = tmp_path / "noise.json"
+    noise.write_bytes(b"\x00" + os.urandom(48 << 20))  # never starts like JSON, by construction
+    _refused_cheaply(noise, 4 << 20)
+
+
+def test_a_gzipped_file_that_is_not_json_is_refused_on_its_first_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHPROF_MAX_TRACE_BYTES", str(8 << 30))
+    path = tmp_path / "zeros.json.gz"
+    squeeze = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip container
+    zeros = bytes(16 << 20)
+    with open(path, "wb") as fh:
+        for _ in range(32):  # 512 MiB of zeros inflated
+            fh.write(squeeze.compress(zeros))
+        fh.write(squeeze.flush())
+    assert path.stat().st_size < 4 << 20
+    err = _refused_cheaply(path, 8 << 20)
+    assert str(path) in str(err)
+
+
+def test_json_that_starts_with_blanks_and_a_bom_still_loads(tmp_path):
+    p = _load_or_error(_write(tmp_path, b"\xef\xbb\xbf \n\t " + _doc(_good()), gz=True))
+    assert isinstance(p, Profile) and len(p.events) == 4
+    p = _load_or_error(_write(tmp_path, b" " * (1 << 17) + _doc(_good()), name="blank"))
+    assert isinstance(p, Profile) and len(p.events) == 4
