@@ -655,6 +655,113 @@ def test_a_nonfinite_literal_where_the_name_goes_is_no_name(tmp_path):
 # issue 27, items 7, 10 and 11: torch's unescaped quotes, lone surrogates,
 # big files that are not JSON, absurd device timestamps
 
+QUOTED = ['say "hi"', '"quoted"', 'a "b", "c": d']
+
+
+def _torch_layout(events: list[dict]) -> bytes:
+    """A document laid out as torch's ``export_chrome_trace`` writes it (one key per line),
+    with every ``"`` inside a name left unescaped, as torch 2.13 leaves it."""
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "t"}, indent=2)
+    for e in events:
+        name = e["name"]
+        if '"' in name:
+            text = text.replace(f'"name": {json.dumps(name)}', f'"name": "{name}"')
+    return text.encode()
+
+
+def _stdlib_rejects(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return True
+    return False
+
+
+def _range_durations(p: Profile, name: str) -> list[float]:
+    rows = p.events[p.events["name"].astype(str) == name]
+    return rows["dur"].tolist()
+
+
+def test_a_real_capture_with_a_quote_in_a_range_name_loads(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    name = 'say "hi"'
+    x = torch.randn(16, 16)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function(name):
+            x @ x
+    path = tmp_path / "quoted.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    oracle = {e.key: e for e in prof.key_averages()}[name]
+    raw = path.read_bytes()
+    # torch 2.13 writes the name unescaped: the file is not JSON.
+    assert b'"name": "say "hi""' in raw and _stdlib_rejects(raw)
+    p = _load_or_error(path)
+    assert isinstance(p, Profile), p
+    durs = _range_durations(p, name)
+    assert len(durs) == oracle.count == 1
+    # key_averages counts integer ns; the trace holds µs with ns precision.
+    assert durs[0] == pytest.approx(oracle.cpu_time_total, abs=0.002)
+    assert any("unescaped" in n and "repaired" in n for n in p.notes), p.notes
+
+
+@pytest.mark.parametrize("native", ["0", "1"], ids=["pure", "native"])
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])
+def test_unescaped_quotes_in_names_are_repaired(tmp_path, monkeypatch, gz, native):
+    monkeypatch.setenv("TORCHPROF_NATIVE", native)
+    events = [_event(ts=10.0 * i) for i in range(200)]
+    for j, name in enumerate(QUOTED):
+        events.insert(50 + 40 * j, _event(name=name, ts=3.0 + j, cat="user_annotation"))
+    events.append(_event(name='last "one"', ts=3000.0, cat="user_annotation"))  # the array's end
+    data = _torch_layout(events)
+    assert _stdlib_rejects(data)
+    p = _load_or_error(_write(tmp_path, data, gz))
+    assert isinstance(p, Profile), p
+    assert sorted(p.events["name"].astype(str)) == sorted(e["name"] for e in events)
+    assert p.meta.skipped == 0
+    (note,) = [n for n in p.notes if "unescaped" in n]
+    assert f"{len(QUOTED) + 1} string(s)" in note
+
+
+def test_a_quote_repair_does_not_touch_valid_traces_or_other_errors(tmp_path):
+    # Escaped quotes (valid JSON) are left as they are, with no note.
+    good = json.dumps({"traceEvents": [_event(name='say "hi"')]}, indent=2).encode()
+    p = _load_or_error(_write(tmp_path, good, name="good"))
+    assert isinstance(p, Profile) and p.events["name"].astype(str).tolist() == ['say "hi"']
+    assert not [n for n in p.notes if "unescaped" in n]
+    # A document broken elsewhere is still one error.
+    bad = _torch_layout([_event(name='x "y"')]).replace(b'"pid": 1', b'"pid": 1,,', 1)
+    assert isinstance(_load_or_error(_write(tmp_path, bad, name="bad")), TraceError)
+
+
+def _lone_replaced(text: str) -> str:
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+@pytest.mark.parametrize("native", ["0", "1"], ids=["pure", "native"])
+@pytest.mark.parametrize("where", ["middle", "last", "top level"])
+def test_a_lone_surrogate_escape_replaces_only_that_string(tmp_path, monkeypatch, where, native):
+    monkeypatch.setenv("TORCHPROF_NATIVE", native)
+    events = [_event(ts=10.0 * i, name=f"op{i % 7}") for i in range(300)]
+    events.append(_event(name="pair \U0001f600 ok", ts=5.0))  # a valid pair stays
+    top = {}
+    if where == "top level":
+        top["host_name"] = "host\ud800"
+    else:
+        at = 150 if where == "middle" else len(events)
+        events.insert(at, _event(name="bad\ud800name", ts=7.0))
+        events.insert(at, _event(name="low\udc00", ts=8.0, cat="user_annotation"))
+    data = json.dumps({"traceEvents": events, **top}).encode()  # ensure_ascii: \ud800 escapes
+    assert b"\\ud800" in data
+    p = _load_or_error(_write(tmp_path, data))
+    assert isinstance(p, Profile), p
+    assert sorted(p.events["name"].astype(str)) == sorted(_lone_replaced(e["name"]) for e in events)
+    assert p.meta.skipped == 0
+    assert any("surrogate" in n for n in p.notes), p.notes
+    if where == "top level":
+        assert p.meta.top_level.get("host_name") == "host\ufffd"
+
 
 def _bytes_read() -> int:
     """Bytes this process has read through system calls (``rchar``), counted by the kernel."""

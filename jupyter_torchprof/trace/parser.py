@@ -72,6 +72,7 @@ from .reader import (
     read_ahead,
     read_trace_bytes,
 )
+from .repair import repair_quotes, replace_lone_surrogates
 from .schema import (
     DOCUMENT_DECODER,
     EVENTS_DECODER,
@@ -446,8 +447,8 @@ class _Builder:
         self.memory: dict[str, list[np.ndarray]] = {}
         self.no_ph = 0
         self.not_events = 0
-        self.utf8_replaced = 0
-        self.nonfinite = 0
+        #: Faults repaired in chunks that failed to decode, by kind (see `repaired_text`).
+        self.repaired: dict[str, int] = {}
         # The C column builder (None: pure Python; see `native`).
         self.native = _native.digester(sys.modules[__name__])
 
@@ -500,18 +501,12 @@ class _Builder:
         return self._decode_items(items), True
 
     def _repair(self, chunk: bytes, exc: msgspec.DecodeError) -> bytes | None:
-        """The chunk with invalid UTF-8 replaced and NaN/Infinity quoted, or None if neither applies."""
-        fixed = chunk = bytes(chunk)
-        if "utf-8" in str(exc).lower():
-            fixed = self._fix_utf8(chunk)
-        quoted, n = quote_nonfinite(fixed)
-        self.nonfinite += n
-        return None if quoted is chunk else bytes(quoted)
-
-    def _fix_utf8(self, chunk: bytes) -> bytes:
-        text = bytes(chunk).decode("utf-8", errors="replace")
-        self.utf8_replaced += max(1, text.count("\ufffd") - bytes(chunk).count("\ufffd".encode()))
-        return text.encode("utf-8")
+        """The chunk with its known faults repaired (see `repaired_text`), or None if it has none."""
+        chunk = bytes(chunk)
+        fixed, counts = repaired_text(chunk, "utf-8" in str(exc).lower())
+        for key, n in counts.items():
+            self.repaired[key] = self.repaired.get(key, 0) + n
+        return None if fixed is chunk else bytes(fixed)
 
     def _decode_items(self, items: Sequence[Any]) -> list[LooseTraceEvent]:
         """Slow path: one item at a time, skipping those that are not events."""
@@ -708,12 +703,7 @@ class _Builder:
             meta.skipped_reasons["item(s) that are not event objects"] = self.not_events
         if self.no_ph:
             meta.skipped_reasons["event(s) without a 'ph' type"] = self.no_ph
-        if self.nonfinite:
-            meta.warnings.append(_nonfinite_warning(meta.path, self.nonfinite))
-        if self.utf8_replaced:
-            meta.warnings.append(
-                f"{meta.path or 'trace'}: {self.utf8_replaced} invalid UTF-8 sequence(s) replaced with U+FFFD"
-            )
+        meta.warnings.extend(repair_notes(meta.path, self.repaired))
         events = self._events_frame() if self.cols else empty_events()
         if len(events):
             ts_abs = events["ts"].to_numpy()
@@ -1100,29 +1090,70 @@ def _decode_document(
         try:
             doc = TraceDocument(traceEvents=RAW_DECODER.decode(data))
         except msgspec.DecodeError as exc:
-            quoted, n = quote_nonfinite(data)
-            if not n:
-                raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc, path)})") from None
-            meta.warnings.append(_nonfinite_warning(path, n))
-            return _decode_document(quoted, path, meta, whole=True)
+            return _decode_repaired(data, path, meta, exc)
     except msgspec.DecodeError as exc:
-        if "utf-8" in str(exc).lower():
-            text = data.decode("utf-8", errors="replace")
-            replaced = max(1, text.count("\ufffd") - data.count("\ufffd".encode()))
-            meta.warnings.append(
-                f"{path or 'trace'}: {replaced} invalid UTF-8 sequence(s) replaced with U+FFFD"
-            )
-            return _decode_document(text.encode("utf-8"), path, meta, whole=True)
-        quoted, n = quote_nonfinite(data)
-        if not n:
-            raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc, path)})") from None
-        meta.warnings.append(_nonfinite_warning(path, n))
-        return _decode_document(quoted, path, meta, whole=True)
+        return _decode_repaired(data, path, meta, exc)
     if not len(doc.traceEvents):
         raise TraceError(path, "not a Kineto/Chrome trace: no 'traceEvents' key")
     if bytes(memoryview(doc.traceEvents)[:1]) != b"[":
         raise TraceError(path, "'traceEvents' is not a list of events")
     return doc, data
+
+
+def _decode_repaired(
+    data: bytes, path: str | Path | None, meta: TraceMeta, exc: msgspec.DecodeError
+) -> tuple[TraceDocument, bytes]:
+    """`_decode_document` of ``data`` with its known faults repaired (`repaired_text`), or the error."""
+    fixed, counts = repaired_text(data, "utf-8" in str(exc).lower())
+    if fixed is data:
+        raise TraceError(path, f"not valid JSON ({_describe_decode_error(exc, path)})") from None
+    meta.warnings.extend(repair_notes(path, counts))
+    return _decode_document(fixed, path, meta, whole=True)
+
+
+def repaired_text(data: bytes, utf8: bool) -> tuple[bytes, dict[str, int]]:
+    """``data`` with the faults known writers leave repaired, and how many of each.
+
+    Tried only on text that failed to decode: invalid UTF-8 (when ``utf8``,
+    the decoder said so), lone surrogate escapes, torch's unescaped quotes
+    (see `repair`) and NaN/Infinity literals (`quote_nonfinite`). Returns
+    ``data`` itself when there was nothing to repair.
+    """
+    counts: dict[str, int] = {}
+    fixed = data
+    if utf8:
+        text = bytes(data).decode("utf-8", errors="replace")
+        counts["utf-8"] = max(1, text.count("\ufffd") - bytes(data).count("\ufffd".encode()))
+        fixed = text.encode("utf-8")
+    for key, step in (
+        ("surrogates", replace_lone_surrogates),
+        ("quotes", repair_quotes),
+        ("nonfinite", quote_nonfinite),
+    ):
+        fixed, n = step(fixed)
+        if n:
+            counts[key] = n
+    return fixed, counts
+
+
+def repair_notes(path: str | Path | None, counts: dict[str, int]) -> list[str]:
+    """One line per kind of fault `repaired_text` repaired, for ``meta.warnings``."""
+    where = path or "trace"
+    notes = []
+    if counts.get("nonfinite"):
+        notes.append(_nonfinite_warning(path, counts["nonfinite"]))
+    if counts.get("utf-8"):
+        notes.append(f"{where}: {counts['utf-8']} invalid UTF-8 sequence(s) replaced with U+FFFD")
+    if counts.get("surrogates"):
+        notes.append(
+            f"{where}: {counts['surrogates']} lone surrogate escape(s) (\\ud800 ...) replaced with U+FFFD"
+        )
+    if counts.get("quotes"):
+        notes.append(
+            f"{where}: {counts['quotes']} string(s) with an unescaped '\"' repaired (torch's "
+            "export_chrome_trace writes a quote inside a record_function name unescaped)"
+        )
+    return notes
 
 
 #: A JSON string, or (group 1) a literal that JSON does not allow but some
