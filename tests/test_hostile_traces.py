@@ -248,8 +248,9 @@ def test_huge_integers_are_not_overflows(tmp_path):
     data = _doc(events).replace(b'"ts": -1.0', b'"ts": ' + b"9" * 4400)
     p = _load_or_error(_write(tmp_path, data))
     assert isinstance(p, Profile)
-    # 1e30 is a finite timestamp; 10**400 and 9...9 are not finite as floats.
-    assert len(p.events) == 5 and p.meta.skipped == 2, p.meta.skipped_reasons
+    # 10**400 and 9...9 are not finite as floats; 1e30 µs is, but no clock reads it
+    # (beyond 2**53 µs, where a float no longer holds each microsecond).
+    assert len(p.events) == 4 and p.meta.skipped == 3, p.meta.skipped_reasons
 
 
 @pytest.mark.parametrize("key", ["distributedInfo", "baseTimeNanoseconds", "deviceProperties"])
@@ -427,14 +428,15 @@ def _finite(value) -> float | None:
 
 
 def _kept(e: dict) -> bool:
-    """Whether an X event makes sense: a name, a finite ts, a sane dur, scalar pid/tid."""
+    """Whether an X event makes sense: a name, a finite ts on the clock, a sane dur, scalar pid/tid."""
     if not isinstance(e.get("name"), str) or e["name"] == "":
         return False
     for key in ("pid", "tid"):
         v = e.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
             return False
-    if _finite(e.get("ts")) is None:
+    ts = _finite(e.get("ts"))
+    if ts is None or abs(ts) > 2**53:  # beyond 2**53 µs: no clock reading
         return False
     if e.get("dur") is None:
         return True
@@ -818,3 +820,51 @@ def test_json_that_starts_with_blanks_and_a_bom_still_loads(tmp_path):
     assert isinstance(p, Profile) and len(p.events) == 4
     p = _load_or_error(_write(tmp_path, b" " * (1 << 17) + _doc(_good()), name="blank"))
     assert isinstance(p, Profile) and len(p.events) == 4
+
+
+#: Timestamps a float µs clock cannot mean (beyond 2**53 µs, 285 years).
+ABSURD_TS = (1e308, -1e308, 2.0**60)
+
+
+def _device_trace(bad: list[dict]) -> tuple[bytes, list[dict]]:
+    host = [
+        _event("aten::mm", ts=10.0, dur=8.0, args={"External id": 1}),
+        _event(
+            "cudaLaunchKernel",
+            ts=11.0,
+            dur=1.0,
+            cat="cuda_runtime",
+            args={"correlation": 7, "External id": 1},
+        ),
+    ]
+    kernel = _event("gemm", ts=14.0, dur=3.0, cat="kernel", pid=0, tid=7)
+    kernel["args"] = {"correlation": 7, "device": 0, "stream": 7}
+    memory = {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1e308, "s": "t", "args": {"Bytes": 8}}
+    return _doc([*host, kernel, *bad, memory]), [*host, kernel]
+
+
+def test_absurd_device_timestamps_are_dropped_and_the_timeline_builds(tmp_path):
+    from jupyter_torchprof.views.timeline import Timeline
+
+    bad = []
+    for i, ts in enumerate(ABSURD_TS):
+        e = _event(f"far{i}", ts=ts, dur=3.0, cat="kernel", pid=0, tid=7)
+        e["args"] = {"correlation": 8 + i, "device": 0, "stream": 7}
+        bad.append(e)
+    for i, dur in enumerate((float("inf"), float("nan"), -5.0, 1e308)):
+        e = _event(f"long{i}", ts=15.0, dur=dur, cat="kernel", pid=0, tid=7)
+        e["args"] = {"correlation": 20 + i, "device": 0, "stream": 7}
+        bad.append(e)
+    data, good = _device_trace(bad)
+    p = _load_or_error(_write(tmp_path, data))
+    assert isinstance(p, Profile), p
+    assert sorted(p.events["name"].astype(str)) == sorted(e["name"] for e in good)
+    assert p.meta.skipped == len(bad), p.meta.skipped_reasons
+    assert any("timestamp" in n and "2^53" in n for n in p.notes), p.notes
+    assert len(p.memory_events) == 0  # the memory sample at 1e308 went the same way
+    span = max(e["ts"] + e["dur"] for e in good) - min(e["ts"] for e in good)
+    assert p.meta.span_us == pytest.approx(span)
+    timeline = Timeline(p)
+    assert timeline.glyph_count == len(good)
+    lo, hi = timeline.span
+    assert math.isfinite(lo) and math.isfinite(hi) and hi - lo < 1e3

@@ -431,3 +431,23 @@ def test_mutated_real_traces_identical(name: str, monkeypatch: pytest.MonkeyPatc
                 del b[i]
         used.update(_compare(bytes(b), None, monkeypatch, defer_flows=rng.random() < 0.5))
     assert used["native"] > 40 and len(used) > 2, used  # native chunks, and refusals of more than one kind
+
+
+def test_repaired_and_dropped_events_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Torch's unescaped quotes and lone surrogate escapes (refused natively, repaired in
+    Python) and timestamps beyond 2^53 µs (dropped after either path) give the same trace."""
+    _require_native(monkeypatch)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 1 << 13)
+    texts = [_event_text(i) for i in range(3_000)]
+    quoted = json.dumps(json.loads(_event_text(5)) | {"name": 'say "hi"'}, indent=2)
+    texts.insert(400, quoted.replace('"say \\"hi\\""', '"say "hi""'))  # as torch 2.13 writes it
+    texts.insert(1200, _event_text(7).replace('"op7"', '"lone \\ud800 half"'))
+    texts.insert(2000, _event_text(9).replace('"ts": 1700000000013.5', '"ts": 1e308'))
+    raw = _trace_bytes(texts)
+    assert b'"say "hi""' in raw and b"\\ud800" in raw and b"1e308" in raw
+    stats = _compare(raw, None, monkeypatch)
+    assert stats["native"] > 1 and sum(v for k, v in stats.items() if k.startswith("refused")) >= 2, stats
+    data = parser.parse_bytes(raw)
+    names = set(data.events["name"].astype(str))
+    assert {'say "hi"', "lone \ufffd half"} <= names
+    assert data.meta.skipped == 1 and len(data.events) == len(texts) - 1

@@ -91,6 +91,10 @@ from .spill import spill_details
 
 #: Durations above this (one day, in µs) are not real measurements.
 MAX_DURATION_US = 86_400e6
+#: Timestamps beyond this (2**53 µs, 285 years from the clock's zero) are
+#: not clock readings: a float64 no longer holds every microsecond there,
+#: and spans built from them overflow (a kernel at 1e308 µs broke the timeline).
+MAX_TIMESTAMP_US = 2.0**53
 #: Names longer than this are cut (with a warning). Real C++ kernel names
 #: reach a few thousand characters; anything far beyond is a broken writer,
 #: and would make every table and view unreadable.
@@ -726,6 +730,7 @@ class _Builder:
             _BAD_ID_REASON.removeprefix("event(s) "): (c["pid"] == BAD_ID) | (c["tid"] == BAD_ID),
             "without a name": (c["name"] < 0) | self._quoted_names()[np.maximum(c["name"], 0)],
             "without a finite timestamp": ~np.isfinite(ts),
+            "with a timestamp beyond 2^53 µs (no clock reads that)": np.abs(ts) > MAX_TIMESTAMP_US,
             "with a negative duration": dur < 0,
             "with a duration that is not finite or longer than a day": ~np.isfinite(dur)
             | (dur > MAX_DURATION_US),
@@ -809,8 +814,8 @@ class _Builder:
             "device_id": np.array([], dtype=np.int64),
         }
         frame = pd.DataFrame(cols)
+        good = _on_the_clock(frame["ts"].to_numpy()) & np.isfinite(frame["bytes"].to_numpy())
         frame["ts"] -= self.meta.t0_us
-        good = np.isfinite(frame["ts"].to_numpy()) & np.isfinite(frame["bytes"].to_numpy())
         good &= self._count_bad_ids(frame)
         if not good.all():
             frame = frame[good].reset_index(drop=True)
@@ -834,12 +839,18 @@ class _Builder:
             "ts": np.array([], dtype=np.float64),
         }
         frame = pd.DataFrame(cols)
+        good = (frame["id"].to_numpy() >= 0) & _on_the_clock(frame["ts"].to_numpy())
         frame["ts"] -= self.meta.t0_us
-        good = (frame["id"].to_numpy() >= 0) & np.isfinite(frame["ts"].to_numpy())
         good &= self._count_bad_ids(frame)
         if not good.all():
             frame = frame[good].reset_index(drop=True)
         return frame
+
+
+def _on_the_clock(ts: np.ndarray) -> np.ndarray:
+    """Which absolute timestamps are finite and within `MAX_TIMESTAMP_US` of the clock's zero."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(ts) & (np.abs(ts) <= MAX_TIMESTAMP_US)
 
 
 def _from_codes(codes: np.ndarray, values: list[Any]) -> pd.Categorical:
