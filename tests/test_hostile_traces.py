@@ -774,6 +774,8 @@ def _bytes_read() -> int:
 def _refused_cheaply(path: Path, max_read: int) -> TraceError:
     import tracemalloc
 
+    # Modules that load() imports on first use are read before counting starts.
+    assert isinstance(_load_or_error(_write(path.parent, _doc(_good()), name="warm-up")), Profile)
     before = _bytes_read()
     tracemalloc.start()
     try:
