@@ -431,8 +431,15 @@ HEADLINE: tuple[Column, ...] = (
     Column("speedup_high", "90% high", "ratio", tip="bootstrap interval of the speed-up"),
     Column(
         "verdict", "Verdict", "text", 110,
-        "faster/slower only when every step of one run beats every step of the other by 5% or more",
+        "faster/slower only when the runs differ beyond their noise by 5% or more; busier machine: "
+        "wall time moved but this process's CPU time did not",
     ),
+    Column(
+        "evidence", "Evidence", "text", 110,
+        "interleaved: the two sides ran alternately (drift hits both); separate runs: two runs one after "
+        "the other, a host-side change must beat their drift",
+    ),
+    Column("reason", "Why", "text", 420, "the verdict in words, with the evidence it rests on"),
 )  # fmt: skip
 
 
@@ -440,9 +447,21 @@ def _status(a: str, b: str) -> Column:
     return Column("status", "Status", "status", 70, f"gone: {a} only · new: {b} only · both")
 
 
+#: The ratio of a diff row, absent (``–``) where the op is new or gone: the status says which.
+_RATIO_TIP = "{b} / {a}{what}; – where one side has none (the status says new or gone)"
+
+
 def diff_ops(a: str = "A", b: str = "B") -> list[Column]:
-    """The op diff table (`ProfileDiff.ops`), sides titled ``a`` and ``b`` (eager / compiled)."""
-    cols = [Column("name", "Name", "name", 340), _status(a, b)]
+    """The op diff table (`ProfileDiff.ops`), sides titled ``a`` and ``b`` (eager / compiled).
+
+    ``label`` (shown when some op has one) reads the names torch.compile
+    makes: ``compiled graph f3a9c0de`` for ``## Call CompiledFxGraph … ##``.
+    """
+    cols = [
+        Column("name", "Name", "name", 340),
+        Column("label", "Reads as", "text", 220, "what a name torch.compile made stands for", when="any"),
+        _status(a, b),
+    ]
     cols += [Column("calls_a", f"Calls {a}", "calls", 80), Column("calls_b", f"Calls {b}", "calls", 90)]
     for key, title, delta, device in (
         ("self_cpu_us", "Self CPU", "Δ self CPU", False),
@@ -455,7 +474,9 @@ def diff_ops(a: str = "A", b: str = "B") -> list[Column]:
             Column(f"{key}_b", f"{title} {b}", "time", 110, device=device),
             Column(f"{key}_delta", delta, "delta", 100, device=device),
         ]
-    cols.append(Column("ratio", f"{b} / {a}", "ratio", 100, f"{b} / {a} of the sorted metric"))
+    cols.append(
+        Column("ratio", f"{b} / {a}", "ratio", 100, _RATIO_TIP.format(a=a, b=b, what=" of the sorted metric"))
+    )
     return cols
 
 
@@ -469,5 +490,5 @@ def diff_kernels(a: str = "A", b: str = "B") -> list[Column]:
         Column("total_us_a", f"Device {a}", "time", 100),
         Column("total_us_b", f"Device {b}", "time", 110),
         Column("total_us_delta", "Δ device", "delta", 100),
-        Column("ratio", f"{b} / {a}", "ratio", 100),
+        Column("ratio", f"{b} / {a}", "ratio", 100, _RATIO_TIP.format(a=a, b=b, what=" of the device time")),
     ]

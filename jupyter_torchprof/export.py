@@ -303,6 +303,14 @@ def _copy_device_files(profile: Profile, folder: Path, result: ExportResult) -> 
 def export_result(result: Any, path: str | Path, force: bool = False, table: str = "ops") -> list[str]:
     """Write a Profile, or both sides of a Comparison, to ``path``; the files written, as text.
 
+    See `_export_parts`.
+    """
+    return [str(done) for done in _export_parts(result, path, force, table)]
+
+
+def _export_parts(result: Any, path: str | Path, force: bool, table: str) -> list[ExportResult]:
+    """Write a Profile, or both sides of a Comparison, to ``path``; one `ExportResult` per file group.
+
     A Profile goes to `export`. A Comparison (anything with ``eager`` and
     ``compiled``) writes one report with both sides and the diff for
     ``pair.html``; other suffixes write ``pair.eager.*`` and
@@ -334,10 +342,21 @@ def export_result(result: Any, path: str | Path, force: bool = False, table: str
                 targets.append((side, path.with_name(f"{stem}.{label}{dot}{rest}")))
     if report is not None:
         plan(report, force=force)  # refuse before writing anything
-    written = [str(side.export(target, force=force, table=table)) for side, target in targets]
+    done = [side.export(target, force=force, table=table) for side, target in targets]
     if report is not None:
-        written.append(str(write_report(result, report, force=force)))
-    return written
+        done.append(write_report(result, report, force=force))
+    return done
+
+
+def export_comparison(
+    comparison: Comparison, path: str | Path, force: bool = False, table: str = "ops"
+) -> ExportResult:
+    """`Comparison.export`: both sides and the diff report, as `export_result` writes them; one `ExportResult`."""
+    out = ExportResult()
+    for done in _export_parts(comparison, path, force, table):
+        out.paths += done.paths
+        out.messages += done.messages
+    return out
 
 
 def write_report(result: Profile | Comparison, path: str | Path, force: bool = False) -> ExportResult:

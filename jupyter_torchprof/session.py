@@ -17,7 +17,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .cellrunner import CellRunner, default_name, keeping_interrupts
+from .cellrunner import CellRunner, default_name
 from .errors import TorchProfError
 from .store import notebook_of, run_info
 
@@ -128,7 +128,6 @@ class RunSession:
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
 
-    @keeping_interrupts  # a Ctrl-C lost in a callback during setup still stops the run
     def run(self, args: argparse.Namespace, code: str, make_runner: Any = None) -> Any:
         """Profile ``code``: check everything first, capture, keep, show; returns the cell's value.
 
@@ -406,12 +405,15 @@ class RunSession:
                     f"{base} [compiled]",
                     info,
                 )
+                paired = self._interleaved(
+                    runner, compiled_runner, target, options, settings, eager, compiled
+                )
         finally:
             _ACTIVE = False
         stats, compiled = self._compile_stats(recorder, cresult, compiled, compiled_runner, store)
         self._pair_runs(store, eager, compiled)
         progress.finish(timing_line(cresult, compiled))
-        comparison = Comparison(eager, compiled, stats)
+        comparison = Comparison(eager, compiled, stats, paired)
         for p in (eager, compiled):
             if p is not None:
                 self._apply_view_settings(p, args)
@@ -421,6 +423,32 @@ class RunSession:
         if args.compile and value is None:
             value = getattr(compiled_runner, "value", None)
         return value
+
+    def _interleaved(
+        self,
+        runner: Any,
+        compiled_runner: Any,
+        target: Any,
+        options: Any,
+        settings: Any,
+        eager: Any,
+        compiled: Any,
+    ) -> Any:
+        """Eager and compiled runs alternating, each timed (`capture.runner.interleave`); None without both sides.
+
+        Two profiled runs one after the other are not comparable on a machine
+        whose load shifts between them; runs that alternate are. Not with
+        ``--compile-names``: the names swapped for compiled objects would make
+        the eager side compiled too. Ctrl-C stops the rounds and is raised.
+        """
+        from .capture.runner import INTERLEAVE_ROUNDS, interleave
+
+        if eager is None or compiled is None or settings.names:
+            return None
+        paired = interleave(runner, compiled_runner, target, max(options.steps, INTERLEAVE_ROUNDS))
+        if isinstance(paired.error, KeyboardInterrupt):
+            raise paired.error
+        return paired
 
     def _compile_stats(
         self, recorder: Any, cresult: Any, compiled: Any, compiled_runner: Any, store: Any
@@ -444,7 +472,8 @@ class RunSession:
             return stats, None
         # Findings read this (graph breaks, recompiles); set before any display.
         compiled.compile_stats = stats
-        stats.kernels = generated_kernels(compiled.kernels, compiled.events, compiled.ops)
+        steps = max(compiled.summary["steps"], 1)
+        stats.kernels = generated_kernels(compiled.kernels, compiled.events, compiled.ops, steps)
         regions = compiled_regions(compiled.ops)
         # What ran in the profiled steps is the most direct evidence:
         # one compiled region per graph; compile ids above 0 are recompiles.
@@ -531,6 +560,7 @@ class RunSession:
             started=started,
             wall_s=time.time() - started,
             parse_s=parse_s,
+            step_cpu_us=list(result.step_cpu_us),
         )
         profile = Profile(
             data,
@@ -544,7 +574,9 @@ class RunSession:
         profile.meta.path = str(run_dir / TRACE_NAME)
         packing = compress_in_background(result.trace_path, run_dir / TRACE_NAME)
         self._packing[run_dir] = (packing, run_dir / TRACE_NAME)
-        store.write_info(run_dir, {**run_info(profile, notebook_of(self.shell)), **(extra_info or {})})
+        # The process's CPU time per step: the trace has wall times only (see `ProfileDiff`).
+        cpu = {"step_cpu_us": list(result.step_cpu_us)}
+        store.write_info(run_dir, {**run_info(profile, notebook_of(self.shell)), **cpu, **(extra_info or {})})
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
         return profile

@@ -296,6 +296,7 @@ def test_interleave_keeps_the_pairs_done_before_an_error():
 
 def test_step_cpu_time_leaves_out_other_python_threads(tmp_path):
     """A background thread (the previous run's trace being packed) must not count as the step's CPU time."""
+    import hashlib
     import threading
     import time
 
@@ -303,16 +304,19 @@ def test_step_cpu_time_leaves_out_other_python_threads(tmp_path):
     from jupyter_torchprof.capture.runner import CaptureOptions, capture
 
     stop = threading.Event()
+    block = bytes(1 << 20)
 
     def spin():
+        # hashlib lets go of the GIL on large buffers: this thread burns the other core.
         while not stop.is_set():
-            sum(range(1000))
+            hashlib.sha256(block).digest()
 
     own, whole = [], []
 
     def step():
         t0, p0 = time.thread_time(), time.process_time()
-        sum(range(3_000_000))
+        for _ in range(100):  # lets go of the GIL too, so both threads run at once
+            hashlib.sha256(block).digest()
         own.append((time.thread_time() - t0) * 1e6)
         whole.append((time.process_time() - p0) * 1e6)
 

@@ -10,9 +10,13 @@ import pytest
 from jupyter_torchprof.analysis.diff import (
     ALPHA,
     MIN_EFFECT,
+    RUN_SPREAD,
+    compare_pairs,
     compare_samples,
     headline,
+    overall,
     rank_test,
+    signed_rank_test,
     smallest_p,
     verdict_text,
 )
@@ -127,6 +131,108 @@ def _steps(wall: list[float]):
     import pandas as pd
 
     return pd.DataFrame({"step": range(len(wall)), "wall_us": wall, "cpu_busy_us": wall})
+
+
+# --------------------------------------------------------------------------- #
+# a load that shifts between runs (issue 27)
+
+
+def _brute_signed_p(d: np.ndarray) -> float:
+    """The signed-rank test's two-sided p by flipping every sign (the oracle)."""
+    d = d[d != 0]
+    ranks = np.argsort(np.argsort(np.abs(d))) + 1.0  # no ties in the data used here
+    w0 = ranks[d > 0].sum()
+    ws = np.array(
+        [ranks[list(s)].sum() for k in range(len(d) + 1) for s in itertools.combinations(range(len(d)), k)]
+    )
+    return min(1.0, 2 * min((ws <= w0).mean(), (ws >= w0).mean()))
+
+
+def test_signed_rank_test_equals_every_sign_flip():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        d = rng.normal(0.3, 1, rng.integers(3, 11))
+        assert signed_rank_test(d) == pytest.approx(_brute_signed_p(d), abs=1e-12)
+
+
+def _drifting_pairs(factor: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """8 rounds under a load that triples half-way; b takes ``factor`` times a's work."""
+    load = np.where(np.arange(8) < 4, 1.0, 3.0)
+    a = 5000 * load * rng.uniform(0.95, 1.05, 8)
+    b = 5000 * factor * load * rng.uniform(0.95, 1.05, 8)
+    return a, b
+
+
+def test_interleaved_pairs_see_through_a_shifting_load():
+    rng = np.random.default_rng(5)
+    a, b = _drifting_pairs(1.0, rng)
+    assert compare_pairs(a, b)["verdict"] == "within noise"
+    slow = compare_pairs(*_drifting_pairs(2.0, rng))
+    assert slow["verdict"] == "slower" and slow["p_value"] < ALPHA
+    assert slow["speedup_low"] <= slow["speedup"] <= slow["speedup_high"] < 0.6
+    # Treated as two unrelated sets of steps, the tripled load hides the 2× change.
+    assert compare_samples(*_drifting_pairs(2.0, rng))["verdict"] == "within noise"
+    text = verdict_text({**slow, "metric": "wall per step"}, fmt_time)
+    assert "× slower" in text and "evidence: 8 interleaved pairs" in text
+
+
+def _summary(wall: float, device: bool = False) -> dict:
+    return {"wall_per_step_us": wall, "cpu_busy_per_step_us": wall, "device_traced": device}
+
+
+def _two_runs(wall_a, wall_b, cpu_a, cpu_b):
+    """Two separate runs' headline from their per-step wall and process CPU times."""
+    return headline(
+        _summary(float(np.mean(wall_a))),
+        _summary(float(np.mean(wall_b))),
+        _steps(list(wall_a)),
+        _steps(list(wall_b)),
+        np.asarray(cpu_a, float),
+        np.asarray(cpu_b, float),
+    )
+
+
+QUIET = np.array([5000.0, 5100, 4950, 5050, 5020, 4980, 5080, 4990])
+
+
+def test_a_busier_machine_is_not_called_a_slower_code():
+    """Wall time doubled, the process's CPU time did not: the machine, not the code."""
+    h = _two_runs(QUIET, QUIET * 2.1, QUIET, QUIET[::-1] * 1.01)
+    wall = h.set_index("metric").loc["wall per step"]
+    assert wall["step_verdict"] == "slower"  # what the steps alone say ...
+    assert wall["verdict"] == "busier machine"  # ... is not what is shown
+    assert wall["evidence"] == "separate runs"
+    word, sentence = overall(h)
+    assert word == "busier machine"
+    assert sentence.startswith("the machine was busier during B's run") and "two separate runs" in sentence
+
+
+def test_twice_the_work_is_slower_even_when_the_light_side_ran_on_a_busy_machine():
+    """The light side's wall time doubled by load: wall alike, CPU time tells the 2× work."""
+    h = _two_runs(QUIET * 2, QUIET * 2.02, QUIET, QUIET * 2)
+    rows = h.set_index("metric")
+    assert rows.loc["wall per step", "verdict"] == "within noise"
+    assert rows.loc["process CPU per step", "verdict"] == "slower"
+    word, sentence = overall(h)
+    assert word == "slower" and sentence.startswith("2.00× slower")
+
+
+def test_a_change_smaller_than_the_drift_between_runs_is_within_noise_and_says_why():
+    change = 1.3
+    assert change < RUN_SPREAD
+    h = _two_runs(QUIET, QUIET * change, QUIET, QUIET * change)
+    cpu = h.set_index("metric").loc["process CPU per step"]
+    assert cpu["step_verdict"] == "slower" and cpu["verdict"] == "within noise"
+    assert cpu["speedup_high"] < 1  # the interval excludes 1 ...
+    assert "drift" in cpu["reason"] and "1.30× slower [" in cpu["reason"]  # ... and the reason says why
+    assert overall(h)[0] == "within noise"
+
+
+def test_without_cpu_times_two_runs_rest_on_wall_time_with_the_run_spread():
+    h = headline(_summary(5000.0), _summary(10000.0), _steps(list(QUIET)), _steps(list(QUIET * 2)))
+    assert "process CPU per step" not in set(h["metric"])
+    word, sentence = overall(h)
+    assert word == "slower" and "two separate runs" in sentence
 
 
 # --------------------------------------------------------------------------- #

@@ -81,3 +81,25 @@ def test_diff_of_cpu_profile_with_itself_is_zero():
     assert (d.ops["status"] == "both").all()
     assert d.ops["self_cpu_us_delta"].abs().max() == 0
     assert d.kernels.empty
+
+
+def test_a_ratio_needs_both_sides_and_loaded_runs_say_what_the_verdict_rests_on():
+    """New and gone rows have no ratio (never inf or 0, shown as Infinity / 0.00×); both-side rows are b / a."""
+    from jupyter_torchprof import columns
+
+    a = load(str(real_trace("diff_pair/control.pt.trace.json.gz")))
+    b = load(str(real_trace("diff_pair/test.pt.trace.json.gz")))
+    d = a.diff(b)
+    k = d.kernels
+    ratio = next(c for c in columns.diff_kernels() if c.key == "ratio")
+    absent = k[k["status"] != "both"]
+    assert len(absent) and absent["ratio"].isna().all()
+    assert {columns.format_cell(ratio, v) for v in absent["ratio"]} == {"–"}
+    both = k[(k["status"] == "both") & (k["total_us_a"] > 0)]
+    assert both["ratio"].to_numpy() == pytest.approx((both["total_us_b"] / both["total_us_a"]).to_numpy())
+    # Two traces from files: two separate runs, and no CPU time of the process to lean on.
+    h = d.headline.set_index("metric")
+    assert set(h["evidence"]) == {"separate runs"}
+    assert "process CPU per step" not in h.index
+    assert any("CPU time per step is not known" in n for n in d.notes)
+    assert "evidence: two separate runs" in h.loc["wall per step", "reason"]

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .names import describe_kernel
@@ -114,12 +115,16 @@ def compiled_regions(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "frame", "compile_id", "calls", "cpu_total_us"])
 
 
-def generated_kernels(kernels: pd.DataFrame, events: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+def generated_kernels(
+    kernels: pd.DataFrame, events: pd.DataFrame, ops: pd.DataFrame, steps: int = 1
+) -> pd.DataFrame:
     """The kernels Inductor generated, as seen in a compiled profile's kernel table, events and op table.
 
     Device kernels named ``triton_*`` (with ``args.kernel_file`` when the
     trace names the generated source) and CPU ranges named ``cpp_fused_*``.
-    Columns: ``name, kind, fused_ops, calls, total_us, source``.
+    Columns: ``name, kind, fused_ops, calls, total_us, source``; ``calls``
+    and ``total_us`` are per step (the tables' totals divided by ``steps``),
+    as every figure beside them in a comparison is.
     """
     rows = []
     k = kernels
@@ -149,4 +154,8 @@ def generated_kernels(kernels: pd.DataFrame, events: pd.DataFrame, ops: pd.DataF
         if base.startswith("cpp_fused_"):
             d = describe_kernel(base)
             rows.append((r.name, "cpp (CPU)", ", ".join(d.fused_ops), r.calls, r.cpu_total_us, None))
-    return pd.DataFrame(rows, columns=["name", "kind", "fused_ops", "calls", "total_us", "source"])
+    out = pd.DataFrame(rows, columns=["name", "kind", "fused_ops", "calls", "total_us", "source"])
+    per = max(int(steps), 1)
+    out["calls"] = out["calls"].astype(np.float64) / per
+    out["total_us"] = out["total_us"].astype(np.float64) / per
+    return out

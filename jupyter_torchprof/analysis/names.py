@@ -349,11 +349,79 @@ def _family(name: str, lower: str, base: str) -> str:
     return "other"
 
 
-def fused_ops_of(rest: str) -> tuple[str, ...]:
-    """Ops named in an Inductor kernel name (``fused_gelu_mul`` → gelu, mul)."""
+#: aten ops whose names hold underscores, as Inductor writes them into fused
+#: kernel names (leading underscores dropped): without them
+#: ``fused_mse_loss_mse_loss_backward`` would read "mse, loss, mse, loss, backward".
+KNOWN_OPS = frozenset(
+    """
+    mse_loss mse_loss_backward l1_loss smooth_l1_loss smooth_l1_loss_backward huber_loss
+    huber_loss_backward nll_loss nll_loss_forward nll_loss_backward nll_loss2d_forward
+    nll_loss2d_backward cross_entropy binary_cross_entropy binary_cross_entropy_backward
+    binary_cross_entropy_with_logits log_softmax log_softmax_backward_data
+    softmax_backward_data native_layer_norm native_layer_norm_backward layer_norm
+    native_batch_norm native_batch_norm_backward batch_norm native_group_norm
+    native_group_norm_backward group_norm rms_norm fused_rms_norm threshold_backward
+    gelu_backward silu_backward sigmoid_backward tanh_backward hardtanh_backward leaky_relu
+    leaky_relu_backward hardswish_backward hardsigmoid_backward softplus_backward elu_backward
+    mish_backward native_dropout native_dropout_backward embedding_dense_backward
+    convolution_backward max_pool2d_with_indices max_pool2d_with_indices_backward avg_pool2d
+    avg_pool2d_backward adaptive_avg_pool2d adaptive_avg_pool2d_backward upsample_nearest2d
+    upsample_bilinear2d scaled_dot_product_attention clamp_min clamp_max var_mean masked_fill
+    index_put index_select index_add scatter_add scatter_reduce full_like zeros_like ones_like
+    empty_like rand_like randn_like new_zeros new_ones new_empty to_copy constant_pad_nd
+    reflection_pad2d replication_pad2d unsafe_view expand_as as_strided slice_scatter
+    select_scatter logical_not logical_and logical_or bitwise_and bitwise_or bitwise_not
+    linalg_vector_norm native_dropout_backward addcmul addcdiv lerp_ topk_ where_self
+    """.split()
+)
+
+
+def fused_ops_of(rest: str, known: frozenset[str] | set[str] = KNOWN_OPS) -> tuple[str, ...]:
+    """Ops named in an Inductor kernel name (``fused_gelu_mul`` → gelu, mul).
+
+    The words between underscores are joined back into the ``known`` op
+    names they spell, fewest ops first (``mse_loss_mse_loss_backward`` →
+    mse_loss, mse_loss_backward); a word no known name covers stands alone.
+    """
     rest = rest[len("fused_") :] if rest.startswith("fused_") else rest
-    parts = [p for p in rest.split("_") if p and not p.isdigit()]
-    return tuple(parts)
+    words = [w for w in rest.split("_") if w and not w.isdigit()]
+    # best[i]: the fewest ops that spell words[i:], as (count, ops).
+    best: list[tuple[int, tuple[str, ...]]] = [(0, ())] * (len(words) + 1)
+    for i in range(len(words) - 1, -1, -1):
+        options = [(best[i + 1][0] + 1, (words[i], *best[i + 1][1]))]
+        for j in range(i + 2, len(words) + 1):
+            name = "_".join(words[i:j])
+            if name in known:
+                options.append((best[j][0] + 1, (name, *best[j][1])))
+        best[i] = min(options, key=lambda o: (o[0], -len(o[1][0])))
+    out: list[str] = []
+    for op in best[0][1]:
+        if op not in out:  # a fused kernel names each op once
+            out.append(op)
+    return tuple(out)
+
+
+_FX_GRAPH = re.compile(r"^## Call CompiledFxGraph (?P<hash>\w+) ##$")
+_GRAPH_KERNEL = re.compile(r"^graph_\d+_(?P<kernel>cpp_fused_.+)$")
+
+
+def readable_op(name: str) -> str:
+    """A readable label for an op-table name that torch.compile made.
+
+    ``## Call CompiledFxGraph f3a9c0… ##`` (Inductor calling one compiled
+    graph) reads ``compiled graph f3a9c0de``; a fused kernel reads
+    ``fused kernel: mse_loss, mse_loss_backward``; other names stay as they are.
+    """
+    m = _FX_GRAPH.match(name)
+    if m:
+        key = m.group("hash")
+        return "compiled graph" if key == "None" else f"compiled graph {key[:9]}"
+    m = _GRAPH_KERNEL.match(name)
+    kernel = m.group("kernel") if m else name
+    d = _CPP_INDUCTOR.match(kernel) or _TRITON.match(kernel)
+    if d is None:
+        return name
+    return f"fused kernel: {', '.join(fused_ops_of(d.group('rest')))}"
 
 
 def describe_kernel(name: str, max_len: int = 80) -> KernelName:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from .. import columns
-from ..analysis import diff as diff_mod
 from ..format import fmt_time
 from . import seams
 
@@ -30,12 +30,24 @@ class Comparison:
     compile_stats
         What the compiler did (graphs, graph breaks, recompiles, time,
         generated kernels, or the error).
+    paired
+        Eager and compiled runs that alternated after the two profiled runs,
+        each timed (`capture.runner.interleave`): the wall and process CPU
+        verdicts rest on them, so a load that shifts on the machine hits
+        both sides alike. None when they did not run.
     """
 
-    def __init__(self, eager: Profile | None, compiled: Profile | None, compile_stats: CompileStats) -> None:
+    def __init__(
+        self,
+        eager: Profile | None,
+        compiled: Profile | None,
+        compile_stats: CompileStats,
+        paired: Any = None,
+    ) -> None:
         self.eager = eager
         self.compiled = compiled
         self.compile_stats = compile_stats
+        self.paired = paired
         self.row_limit = 20
 
     @property
@@ -48,7 +60,9 @@ class Comparison:
     def _diff(self) -> ProfileDiff | None:
         if self.eager is None or self.compiled is None:
             return None
-        return self.eager.diff(self.compiled, labels=("eager", "compiled"))
+        from .profile_diff import ProfileDiff
+
+        return ProfileDiff(self.eager, self.compiled, labels=("eager", "compiled"), paired=self.paired)
 
     @cached_property
     def diff(self) -> pd.DataFrame:
@@ -80,11 +94,29 @@ class Comparison:
 
     @property
     def headline(self) -> pd.DataFrame:
-        """Wall / CPU busy / device busy per step, eager vs compiled: means, spread, speed-up, verdict.
+        """Wall / CPU busy / device busy / process CPU per step, eager vs compiled: spread, speed-up, verdict.
 
-        See `ProfileDiff.headline`.
+        See `ProfileDiff.headline`; ``evidence`` says what each verdict rests
+        on (``interleaved`` runs or two ``separate runs``), ``reason`` says it
+        in words.
         """
         return self._diff.headline if self._diff is not None else pd.DataFrame()
+
+    @property
+    def verdict(self) -> tuple[str, str]:
+        """The comparison's one verdict and its sentence (``("", "")`` when a side is missing)."""
+        return self._diff.verdict if self._diff is not None else ("", "")
+
+    def export(self, path: str | Path, force: bool = False, table: str = "ops") -> Any:
+        """Write both sides and the diff, as ``--compare --export`` does.
+
+        ``pair.html``: one report with both sides and the diff; other
+        suffixes write ``pair.eager.*`` and ``pair.compiled.*``; an existing
+        folder gets ``eager/``, ``compiled/`` and ``comparison.html``.
+        Existing files are kept unless ``force``. Returns an
+        `export.ExportResult` (the files written and what to know about them).
+        """
+        return seams.exporter().export_comparison(self, path, force=force, table=table)
 
     # ------------------------------------------------------------------ #
 
@@ -107,8 +139,7 @@ class Comparison:
         for r in self.headline.itertuples(index=False):
             if pd.isna(r.a_us) and pd.isna(r.b_us):
                 continue
-            verdict = diff_mod.verdict_text(r, fmt_time)
-            verdict = f": {verdict}" if verdict else ""
+            verdict = f": {r.reason}" if r.reason else ""
             lines.append(f"{r.metric}: eager {fmt_time(r.a_us)} → compiled {fmt_time(r.b_us)}{verdict}")
         for b in s.graph_breaks[:5]:
             lines.append(f"graph break at {b.location}: {b.reason}")
@@ -136,7 +167,3 @@ class Comparison:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return seams.views().comparison_bundle(self, include, exclude)
-
-    def _display_(self) -> Any:
-        # marimo's hook (it has no ipykernel): eager | compiled | diff as one anywidget.
-        return seams.views().hosted_comparison(self)

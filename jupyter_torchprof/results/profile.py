@@ -52,6 +52,10 @@ class CaptureInfo:
         Wall-clock start (epoch seconds) and duration of the whole run.
     parse_s
         Seconds spent turning the trace into tables.
+    step_cpu_us
+        The CPU time the code took in each recorded step, in step order, as
+        the capture measured it (`capture.runner.own_cpu_us`; the trace
+        holds wall times only); empty when not measured.
     """
 
     device: str = "cpu"
@@ -64,6 +68,7 @@ class CaptureInfo:
     wall_s: float = 0.0
     parse_s: float = 0.0
     compile_s: float | None = None
+    step_cpu_us: list[float] = field(default_factory=list)
 
 
 class Profile:
@@ -481,12 +486,8 @@ class Profile:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return seams.views().profile_bundle(self, include, exclude)
 
-    def _display_(self) -> Any:
-        # marimo's hook (it has no ipykernel): the interactive view as one anywidget.
-        return seams.views().hosted_profile(self)
-
     def view(self, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
-        """The interactive view (one widget with bokeh figures): tables, timeline, memory.
+        """The interactive view (ipywidgets + bokeh): tables, timeline, memory.
 
         Display it in a notebook cell; ``%%torchprof`` shows it by itself.
 
