@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
+import signal
+import threading
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 
@@ -41,6 +46,83 @@ def running_cell_number(shell: Any) -> int:
             return int(number)
         frame = frame.f_back
     return int(shell.execution_count)
+
+
+class _KeptInterrupt:
+    """Whether a SIGINT arrived while `interrupts_kept` was active (``pending``)."""
+
+    def __init__(self) -> None:
+        self.pending = False
+
+
+_KEPT: _KeptInterrupt | None = None
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """Note every Ctrl-C while a run is set up and runs, so that none is lost.
+
+    CPython discards a KeyboardInterrupt raised inside a garbage-collector
+    or weakref callback ("Exception ignored in ..."): a SIGINT whose handler
+    ran in ``WeakSet._remove`` (called by the collector during the deep copy
+    of the cell's tree) vanished, and the cell ran to completion. While the
+    block runs, SIGINT's handler notes the signal and hands it on unchanged
+    (Python's handler raises, as before); `raise_kept_interrupt` raises a
+    noted one before the cell's code runs, and the block raises one still
+    noted when it ends. A Ctrl-C the cell's own code catches is noted too:
+    the next run of the cell does not start.
+
+    Only on the main thread, and only when the current handler is Python's
+    (nothing to hand on to otherwise); nested blocks share the outer note.
+    """
+    global _KEPT
+    previous = (
+        signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    )
+    if _KEPT is not None or not callable(previous):
+        yield
+        return
+    kept = _KeptInterrupt()
+
+    def note(signum: int, frame: Any) -> None:
+        kept.pending = True
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    _KEPT = kept
+    try:
+        yield
+    finally:
+        _KEPT = None
+        if signal.getsignal(signal.SIGINT) is note:
+            signal.signal(signal.SIGINT, previous)
+    if kept.pending:
+        raise KeyboardInterrupt
+
+
+def keeping_interrupts(fn: _F) -> _F:
+    """``fn`` run inside `interrupts_kept` (for the session's entry points)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # noqa: F841
+        with interrupts_kept():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def raise_kept_interrupt() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C was noted by `interrupts_kept` (once: the note is cleared).
+
+    Called where raising is safe and the interrupt can still stop the
+    run: just before the cell's code runs.
+    """
+    kept = _KEPT
+    if kept is not None and kept.pending:
+        kept.pending = False
+        raise KeyboardInterrupt
 
 
 class CellRunner:
@@ -108,6 +190,7 @@ class CellRunner:
 
     def _once(self) -> Any:
         __tracebackhide__ = True  # noqa: F841
+        raise_kept_interrupt()  # a Ctrl-C lost in a callback during setup, or between runs
         exec(self._body, self._ns)
         if self._last is not None:
             return eval(self._last, self._ns)

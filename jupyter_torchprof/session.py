@@ -17,7 +17,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .cellrunner import CellRunner, default_name
+from .cellrunner import CellRunner, default_name, keeping_interrupts
 from .errors import TorchProfError
 from .store import notebook_of, run_info
 
@@ -128,6 +128,7 @@ class RunSession:
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
 
+    @keeping_interrupts  # a Ctrl-C lost in a callback during setup still stops the run
     def run(self, args: argparse.Namespace, code: str, make_runner: Any = None) -> Any:
         """Profile ``code``: check everything first, capture, keep, show; returns the cell's value.
 

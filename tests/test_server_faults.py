@@ -1,9 +1,10 @@
 """The runs REST API with a bad store: every fault is a clear answer, and the server keeps serving.
 
 Each bad request is sent while ``/api/status`` is polled: the event loop must
-answer it within 200 ms the whole time (a FIFO opened on the loop once stalled
-every endpoint). A small load test lists runs while uncached timelines are
-built, and prints the listing's p50/p99.
+stay free the whole time (a FIFO opened on the loop once stalled every
+endpoint). "Free" is counted in the loop thread's CPU time, not on the wall
+clock, so a busy machine cannot fail it. A small load test lists runs while
+uncached timelines are built, and prints the listing's p50/p99.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from jupyter_torchprof.trace.files import parse_trace
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
-#: How long the event loop may take to answer /api/status while a bad request is pending.
-RESPONSIVE_S = 0.2
+#: The loop thread's CPU time one /api/status round trip (and 10 ms pause) may take meanwhile.
+#: 4-20 ms as a rule; 0.2-0.25 s at times on 2 cores at load 14 (one step of a request
+#: handler, CPU time stretched by the contention). Blocking work on the loop takes far
+#: more, or never ends (then `no_hang` fails the test).
+LOOP_CPU_S = 1.0
 
 
 def _trace_doc(n: int = 40) -> bytes:
@@ -93,19 +97,49 @@ def no_hang():
 
 
 async def responsive(jp_fetch, *parts, method="GET", params=None):
-    """Send one request while polling /api/status; (code, body) of the request."""
+    """Send one request while polling /api/status; (code, body) of the request.
+
+    Client, server and event loop share this thread: work the server does on
+    the loop (a bomb parsed there instead of on its pools) is CPU time of this
+    thread while a status request waits for its answer, however busy the
+    machine. A loaded machine only stretches the wall clock, which is why the
+    wall clock is not what we bound. A loop blocked for good (a FIFO opened on
+    it) is caught by `no_hang`.
+    """
     task = asyncio.ensure_future(
         jp_fetch("jupyter-torchprof", *parts, method=method, params=params, raise_error=False)
     )
-    latencies = []
-    while not task.done() or len(latencies) < 3:
-        t = time.perf_counter()
+    spent = []
+    while not task.done() or len(spent) < 3:
+        # Sampled only when this coroutine runs: the loop's CPU time is cut
+        # into back-to-back pieces, and work that holds the loop lies whole
+        # inside one of them (the pause included).
+        t = time.thread_time()
         await jp_fetch("api", "status")
-        latencies.append(time.perf_counter() - t)
         await asyncio.sleep(0.01)
-    assert max(latencies) < RESPONSIVE_S, f"/api/status took {max(latencies) * 1e3:.0f} ms meanwhile"
+        spent.append(time.thread_time() - t)
+    assert max(spent) < LOOP_CPU_S, f"/api/status took {max(spent) * 1e3:.0f} ms of the loop's CPU meanwhile"
     resp = task.result()
     return resp.code, json.loads(resp.body) if resp.body else None
+
+
+async def test_work_done_on_the_loop_is_caught(jp_fetch, store, monkeypatch):
+    """`responsive` can fail: a store read moved onto the event loop, with 1.2 s of CPU work, is caught."""
+    from jupyter_torchprof.server.runs import RunsBase
+
+    async def on_the_loop(self, fn):
+        t = time.thread_time()
+        while time.thread_time() - t < 1.2 * LOOP_CPU_S:  # CPU time, so a busy machine cannot shorten it
+            pass
+        return fn()
+
+    def patient(*parts, **kwargs):
+        # On a busy machine 1.2 s of CPU can take more wall time than the client's 20 s.
+        return jp_fetch(*parts, request_timeout=110, **kwargs)
+
+    monkeypatch.setattr(RunsBase, "in_store", on_the_loop)
+    with pytest.raises(AssertionError, match="of the loop's CPU"):
+        await responsive(patient, "runs")
 
 
 def listed(body: dict) -> dict[str, dict]:
@@ -340,17 +374,22 @@ async def test_listing_stays_fast_while_timelines_are_built(jp_fetch, store, cap
         await jp_fetch("jupyter-torchprof", "runs")
         idle.append(time.perf_counter() - t)
 
-    builds = [asyncio.ensure_future(jp_fetch("jupyter-torchprof", "runs", r, endpoint)) for r in heavy]
-    loaded, status = [], []
+    builds = [  # a busy machine may take longer than the client's default 20 s over six cold builds
+        asyncio.ensure_future(jp_fetch("jupyter-torchprof", "runs", r, endpoint, request_timeout=110))
+        for r in heavy
+    ]
+    loaded, status, status_cpu, finished = [], [], [], []
     started = time.perf_counter()
     while not all(b.done() for b in builds) or len(loaded) < 10:
         t = time.perf_counter()
         resp = await jp_fetch("jupyter-torchprof", "runs")
         loaded.append(time.perf_counter() - t)
+        finished.append(sum(b.done() for b in builds))  # builds over when this listing came back
         assert len(json.loads(resp.body)["runs"]) == 47
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.thread_time()
         await jp_fetch("api", "status")
         status.append(time.perf_counter() - t)
+        status_cpu.append(time.thread_time() - cpu)
     busy_s = time.perf_counter() - started
     assert all(b.result().code == 200 for b in builds)
     figures = {
@@ -362,13 +401,15 @@ async def test_listing_stays_fast_while_timelines_are_built(jp_fetch, store, cap
         "list_loaded_p99_ms": round(_percentile(loaded, 0.99) * 1e3, 1),
         "list_requests": len(loaded),
         "status_p99_ms": round(_percentile(status, 0.99) * 1e3, 1),
+        "lists_before_a_build_ended": finished.count(0),
     }
     with capsys.disabled():
         print(f"\nload test: {json.dumps(figures)}")
-    # On one shared pool the listing queued behind the builds (p50 1.8 s,
-    # p99 2.8 s); on its own pool it waits only for the GIL.
-    assert statistics.median(loaded) < 0.5, figures
-    assert _percentile(loaded, 0.99) < 1.5, figures
-    # Six builds hold the GIL in turns on a 2-core machine: the server must
-    # not stall (what a blocked event loop does), not answer in 200 ms here.
-    assert _percentile(status, 0.99) < 5 * RESPONSIVE_S, figures
+    # The wall-clock figures above are printed, not asserted: a busy machine
+    # stretches them all. On one shared pool the listing queued behind the
+    # builds (p50 1.8 s, p99 2.8 s): only the first came back before a build
+    # ended (then 19 s for the next). On its own pool it waits only for the
+    # GIL, and comes back many times meanwhile (60 times, process stopped 60%).
+    assert finished.count(0) >= 3, figures
+    # Six builds hold the GIL in turns: the loop itself must not do their work.
+    assert max(status_cpu) < LOOP_CPU_S, figures

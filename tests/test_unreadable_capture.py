@@ -41,3 +41,16 @@ def test_a_trace_cut_short_after_capture_is_one_line_and_a_damaged_run(shell, tm
     # and the next run works
     monkeypatch.delenv("TORCHPROF_TEST_PAUSE")
     assert shell.run_cell("%%torchprof --steps 1 -q\ny = x @ x\n").error_in_exec is None
+
+
+def test_a_quote_in_a_range_name_no_longer_loses_the_run(shell, capsys):
+    # torch writes record_function('say "hi"') unescaped: the run used to be
+    # "the captured trace cannot be read"; it is repaired, with a note.
+    shell.run_cell("import torch\nx = torch.randn(32, 32)")
+    cell = "%%torchprof --steps 2 -q\nwith torch.profiler.record_function('say \"hi\"'):\n    y = x @ x\n"
+    res = shell.run_cell(cell)
+    assert res.error_in_exec is None, res.error_in_exec
+    p = shell.user_ns["_torchprof"]
+    ranges = p.events[p.events["name"].astype(str) == 'say "hi"']
+    assert len(ranges) == p.summary["steps"] == 2
+    assert any("unescaped" in n for n in p.notes), p.notes

@@ -167,3 +167,7 @@ class Comparison:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return seams.views().comparison_bundle(self, include, exclude)
+
+    def _display_(self) -> Any:
+        # marimo's hook (it has no ipykernel): eager | compiled | diff as one anywidget.
+        return seams.views().hosted_comparison(self)

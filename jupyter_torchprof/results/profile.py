@@ -486,8 +486,12 @@ class Profile:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return seams.views().profile_bundle(self, include, exclude)
 
+    def _display_(self) -> Any:
+        # marimo's hook (it has no ipykernel): the interactive view as one anywidget.
+        return seams.views().hosted_profile(self)
+
     def view(self, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
-        """The interactive view (ipywidgets + bokeh): tables, timeline, memory.
+        """The interactive view (one widget with bokeh figures): tables, timeline, memory.
 
         Display it in a notebook cell; ``%%torchprof`` shows it by itself.
 

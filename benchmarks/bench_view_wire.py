@@ -1,0 +1,152 @@
+"""Bytes sent and kernel time to the first drawn view: two source trees side by side.
+
+For each trace and each tree (``--source``, a checkout of this project; the
+default compares this tree with ``--base``, a commit checked out into a
+temporary git worktree), a fresh process loads the trace, builds the inline
+view in an in-process ipykernel (real comms) and counts every byte the
+kernel publishes on widget comms until the page has what it needs to draw
+the first page:
+
+* an ipywidgets + jupyter_bokeh view (before this change) sends every widget
+  model's state, every bokeh document included, when it is displayed;
+* the one-anywidget view sends its state (front-end module and stylesheet),
+  then, as the page asks: the node tree and the documents of the figures on
+  the first page (other pages' figures are sent when first shown). BokehJS,
+  sent once per page, is reported in its own column.
+
+Also reported: what the saved notebook keeps per view (the widget's saved
+state plus the output's static text and HTML), and the kernel's wall time
+from "display" to the last byte. Rounds rotate the order of the trees; the
+figures are medians over rounds, with min-max.
+
+    python benchmarks/bench_view_wire.py --base 78f4587 --repeat 3
+    python benchmarks/bench_view_wire.py --events 1000000   # adds the 1M-event synthetic trace
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+_CHILD = r"""
+import json, sys, time
+trace = sys.argv[1]
+from ipykernel.inprocess.manager import InProcessKernelManager
+km = InProcessKernelManager(); km.start_kernel()
+import comm.base_comm as base_comm
+
+sent = {"bytes": 0, "messages": 0}
+original = base_comm.BaseComm.publish_msg
+
+def publish(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+    sent["bytes"] += len(json.dumps(data, default=str)) + sum(len(bytes(b)) for b in (buffers or []))
+    sent["messages"] += 1
+    return original(self, msg_type, data=data, metadata=metadata, buffers=buffers, **keys)
+
+base_comm.BaseComm.publish_msg = publish
+import jupyter_torchprof as jt
+profile = jt.load(trace)
+profile.ops, profile.kernels, profile.findings  # tables are not what is measured here
+t0 = time.perf_counter()
+bundle = profile._repr_mimebundle_()
+if isinstance(bundle, tuple):
+    bundle = bundle[0]
+widget_mime = "application/vnd.jupyter.widget-view+json"
+assert widget_mime in bundle, "no widget in the bundle"
+saved_state = sent["bytes"]  # what the notebook keeps as widget state when it saves it
+bokehjs = 0
+try:
+    from jupyter_torchprof.views import widget as view_module
+    from jupyter_torchprof.views import ui
+except ImportError:
+    ui = None
+if ui is not None and hasattr(view_module, "keep_live"):
+    view = view_module._LIVE[-1]
+    surface = view.widget()
+    surface._on_page_message(surface, {"t": "hello"}, [])
+    first_page = view.tabs.children[view.tabs.selected_index]
+    for node in ui.walk(first_page):
+        if isinstance(node, ui.Figure):
+            surface._on_page_message(surface, {"t": "doc", "id": node.id}, [])
+    before = sent["bytes"]
+    from jupyter_torchprof.views.surface import bokehjs as _bokehjs
+    bokehjs = sum(len(b) for b in _bokehjs()[1])
+seconds = time.perf_counter() - t0
+static = len(json.dumps({k: bundle[k] for k in ("text/plain", "text/html") if k in bundle}))
+print(json.dumps({"bytes": sent["bytes"], "messages": sent["messages"], "seconds": seconds,
+                  "saved": saved_state + static, "bokehjs": bokehjs}))
+"""
+
+
+def measure(source: Path, trace: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(source), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(trace)], env=env, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{source}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def worktree(commit: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="torchprof-base-")) / "tree"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit],
+        check=True,
+        capture_output=True,
+    )
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default="78f4587", help="commit of the view before (default: %(default)s)")
+    ap.add_argument("--source", action="append", type=Path, help="trees to compare (default: base and this)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--events", type=int, default=0, help="also a synthetic trace of this many events")
+    args = ap.parse_args()
+    sources = args.source or [worktree(args.base), ROOT]
+    from tracefiles import TRACE_DIR
+
+    traces = [
+        ("small CPU cell", TRACE_DIR / "cpu_only.pt.trace.json.gz"),
+        ("A100 trace", TRACE_DIR / "a100_nccl_rank0.pt.trace.json.gz"),
+    ]
+    if args.events:
+        from bench_load import synthetic_trace
+
+        traces.append((f"{args.events:,} events", synthetic_trace(args.events)))
+    print(
+        f"{'trace':<18} {'tree':<40} {'sent to first view':>20} {'msgs':>5} {'kernel s':>9} "
+        f"{'saved/view':>11} {'BokehJS once':>13}"
+    )
+    for label, trace in traces:
+        runs: dict[Path, list[dict]] = {s: [] for s in sources}
+        for r in range(args.repeat):
+            order = sources[r % len(sources) :] + sources[: r % len(sources)]  # rotated rounds
+            for s in order:
+                runs[s].append(measure(s, trace))
+        for s in sources:
+            med = {k: statistics.median(x[k] for x in runs[s]) for k in runs[s][0]}
+            lo = min(x["seconds"] for x in runs[s])
+            hi = max(x["seconds"] for x in runs[s])
+            print(
+                f"{label:<18} {str(s)[-40:]:<40} {med['bytes'] / 1e3:>17.1f} kB {med['messages']:>5.0f} "
+                f"{med['seconds']:>5.2f} ({lo:.2f}-{hi:.2f}) {med['saved'] / 1e3:>8.1f} kB "
+                f"{med['bokehjs'] / 1e6:>10.2f} MB"
+            )
+        base, new = (statistics.median(x["bytes"] for x in runs[s]) for s in sources[:2])
+        print(f"{'':<18} bytes to the first view: {base / max(new, 1):.1f}x fewer in {sources[1]}")
+
+
+if __name__ == "__main__":
+    main()
