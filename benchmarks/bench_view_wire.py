@@ -43,16 +43,23 @@ trace = sys.argv[1]
 from ipykernel.inprocess.manager import InProcessKernelManager
 km = InProcessKernelManager(); km.start_kernel()
 import comm.base_comm as base_comm
+import ipykernel.comm.comm as kernel_comm
 
 sent = {"bytes": 0, "messages": 0}
-original = base_comm.BaseComm.publish_msg
 
-def publish(self, msg_type, data=None, metadata=None, buffers=None, **keys):
-    sent["bytes"] += len(json.dumps(data, default=str)) + sum(len(bytes(b)) for b in (buffers or []))
-    sent["messages"] += 1
-    return original(self, msg_type, data=data, metadata=metadata, buffers=buffers, **keys)
+def counting(cls):
+    original = cls.publish_msg
 
-base_comm.BaseComm.publish_msg = publish
+    def publish(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+        sent["bytes"] += len(json.dumps(data, default=str)) + sum(len(bytes(b)) for b in (buffers or []))
+        sent["messages"] += 1
+        return original(self, msg_type, data=data, metadata=metadata, buffers=buffers, **keys)
+
+    cls.publish_msg = publish
+
+for cls in {base_comm.BaseComm, kernel_comm.BaseComm}:
+    if "publish_msg" in vars(cls):
+        counting(cls)
 import jupyter_torchprof as jt
 profile = jt.load(trace)
 profile.ops, profile.kernels, profile.findings  # tables are not what is measured here
@@ -77,7 +84,6 @@ if ui is not None and hasattr(view_module, "keep_live"):
     for node in ui.walk(first_page):
         if isinstance(node, ui.Figure):
             surface._on_page_message(surface, {"t": "doc", "id": node.id}, [])
-    before = sent["bytes"]
     from jupyter_torchprof.views.surface import bokehjs as _bokehjs
     bokehjs = sum(len(b) for b in _bokehjs()[1])
 seconds = time.perf_counter() - t0
@@ -89,8 +95,14 @@ print(json.dumps({"bytes": sent["bytes"], "messages": sent["messages"], "seconds
 
 def measure(source: Path, trace: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(source), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
+    # cwd elsewhere: ``python -c`` puts the working folder first on sys.path.
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(trace)], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", _CHILD, str(trace)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tempfile.gettempdir(),
     )
     if out.returncode != 0:
         raise RuntimeError(f"{source}: {out.stderr[-2000:]}")
@@ -115,8 +127,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=0, help="also a synthetic trace of this many events")
     args = ap.parse_args()
     sources = args.source or [worktree(args.base), ROOT]
-    from tracefiles import TRACE_DIR
-
+    TRACE_DIR = ROOT / "tests" / "data" / "kineto"
     traces = [
         ("small CPU cell", TRACE_DIR / "cpu_only.pt.trace.json.gz"),
         ("A100 trace", TRACE_DIR / "a100_nccl_rank0.pt.trace.json.gz"),

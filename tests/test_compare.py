@@ -226,7 +226,7 @@ def test_comparison_view_builds_with_diff_table(shell):
     rows, mode = diff_rows(c.diff_ops, "^aten::addmm$")
     assert mode == "regex" and len(rows) == 1
     view.toggle.value = "eager"
-    assert view.body.children[0].profile is c.eager
+    assert view.body.children[0] is view._views["eager"].root and view._views["eager"].profile is c.eager
     view.close()
 
 

@@ -100,6 +100,12 @@ class ComparisonView:
         lines = c.headline_lines()
         parts = ['<div class="jp-TorchProf-header">']
         parts.append(f'<div class="jp-TorchProf-title">{esc(c.name)}: eager vs compiled</div>')
+        word, sentence = c.verdict
+        if sentence:
+            # The one verdict, with the evidence it rests on (interleaved steps or separate runs).
+            parts.append(
+                f'<div class="jp-TorchProf-verdict jp-TorchProf-verdict-{esc(word.replace(" ", "-"))}">{esc(sentence)}</div>'
+            )
         for line in lines:
             cls = "jp-TorchProf-error" if line.startswith("compilation failed") else "jp-TorchProf-line"
             parts.append(f'<div class="{cls}">{esc(line)}</div>')

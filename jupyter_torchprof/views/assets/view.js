@@ -112,7 +112,9 @@ class View {
   message(msg, buffers) {
     if (!msg || this.retired) return;
     if (msg.t === "tree") {
-      this.root.replaceChildren(this.build(msg.tree));
+      // Another copy of the view asked too: rebuild in place, never detach what is drawn.
+      const top = this.build(msg.tree);
+      if (this.root.firstChild !== top || this.root.childNodes.length !== 1) this.root.replaceChildren(top);
     } else if (msg.t === "node") {
       const old = this.els.get(msg.node.id);
       if (old) {
@@ -408,8 +410,22 @@ class View {
     const doc = Document.from_json(JSON.parse(decode(buffers[0])), undefined, arrays);
     fig.doc = doc; // patches that arrive while it is drawn apply to it
     fig.state = "shown";
-    fig.el.textContent = "";
     doc.on_change((event) => this.documentEvent(fig, event));
+    // A table laid out in a detached or zero-width element keeps its cells at
+    // one place (SlickGrid sizes its columns once): draw once the host shows it.
+    const draw = () => {
+      if (this.retired || this.figures.get(fig.id) !== fig) return; // closed meanwhile
+      if (!fig.el.isConnected || fig.el.offsetWidth === 0) {
+        requestAnimationFrame(draw);
+        return;
+      }
+      fig.el.textContent = "";
+      this.drawFigure(fig, doc, add_document_standalone);
+    };
+    draw();
+  }
+
+  drawFigure(fig, doc, add_document_standalone) {
     Promise.resolve(add_document_standalone(doc, fig.el)).then(
       (views) => {
         fig.views = views;
