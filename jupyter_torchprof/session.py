@@ -622,9 +622,17 @@ class RunSession:
         if args.output:  # checked before anything ran (run_options.check_output)
             self.shell.user_ns[args.output] = result
         if not args.quiet:
+            import secrets
+
             from IPython.display import display
 
-            display(result)
+            from .views.interactive import shown_in
+
+            # With a display id, a view closed later (the live-view cap) turns
+            # this output into its static form, in the page and the saved file.
+            display_id = secrets.token_hex(8)
+            with shown_in(display_id):
+                display(result, display_id=display_id)
         self._keep_tables(result)
 
     def _keep_tables(self, result: Any) -> None:
@@ -656,6 +664,10 @@ class RunSession:
                 if trace.is_file():  # else packing failed: the raw trace stays, uncached
                     keep_cache(write_table_cache, p, trace)
                     keep_cache(sidebar_timeline, p, trace)
+
+            # bokeh's import is circular inside bokeh.models: imported from this thread
+            # and from the writer's at once it fails ("partially initialized module").
+            import bokeh.models  # noqa: F401
 
             in_background(write, "torchprof-tables")
 
