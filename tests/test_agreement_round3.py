@@ -112,28 +112,29 @@ def _close(ours: float, theirs: float) -> bool:
     return abs(ours - theirs) <= max(0.01 * abs(theirs), 2.0)
 
 
-def _mismatches(row, ev) -> list[str]:
+def _mismatches(row, ev, selfs: bool = True) -> list[str]:
     out = []
     if row["calls"] != ev.count:
         out.append(f"calls {row['calls']} != {ev.count}")
-    for col, theirs in (("cpu_total_us", ev.cpu_time_total), ("self_cpu_us", ev.self_cpu_time_total)):
+    times = [("cpu_total_us", ev.cpu_time_total)]
+    mems = [("cpu_mem_bytes", ev.cpu_memory_usage), ("flops", ev.flops or 0)]
+    if selfs:
+        times.append(("self_cpu_us", ev.self_cpu_time_total))
+        mems.append(("self_cpu_mem_bytes", ev.self_cpu_memory_usage))
+    for col, theirs in times:
         if not _close(row[col], theirs):
             out.append(f"{col} {row[col]:.2f} != {theirs:.2f}")
-    for col, theirs in (
-        ("cpu_mem_bytes", ev.cpu_memory_usage),
-        ("self_cpu_mem_bytes", ev.self_cpu_memory_usage),
-        ("flops", ev.flops or 0),
-    ):
+    for col, theirs in mems:
         if row.get(col, 0) != theirs:
             out.append(f"{col} {row.get(col, 0)} != {theirs}")
     return out
 
 
-def _assert_rows_equal(theirs: list, table) -> None:
+def _assert_rows_equal(theirs: list, table, selfs: bool = True) -> None:
     ours = _ours_by_key(table)
     by_key = {(ev.key, bool(ev.is_user_annotation)): ev for ev in theirs}
     assert set(ours) == set(by_key), "the same rows on both sides"
-    bad = {key: m for key, ev in by_key.items() if (m := _mismatches(ours[key], ev))}
+    bad = {key: m for key, ev in by_key.items() if (m := _mismatches(ours[key], ev, selfs))}
     assert not bad, bad
 
 
@@ -258,7 +259,13 @@ def test_memory_allocated_on_another_thread_matches_key_averages(tmp_path):
     main_tid = ev.loc[ev["name"] == "wait", "tid"].iloc[0]
     # The workload does what it says: allocations on a second thread.
     assert (mem.loc[mem["bytes"] > 0, "tid"] != main_tid).any()
-    _assert_rows_equal(theirs, ours.op_table(flops=True))
+    # Totals (time, memory on any thread) agree. Self columns do not on this
+    # workload, and the README says so: torch does not nest the forked
+    # TorchScript function under the record_function around it (the range's
+    # self time is its whole time), while our call tree, built from the
+    # trace's intervals, does. On a loaded machine torch's tree sometimes
+    # matches ours, so the self columns are not a stable oracle here.
+    _assert_rows_equal(theirs, ours.op_table(flops=True), selfs=False)
 
 
 def test_memory_in_an_interval_counts_every_thread(tmp_path):

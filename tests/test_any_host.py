@@ -24,6 +24,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 @pytest.fixture(scope="module")
 def _kernel(tmp_path_factory):
     """One in-process ipykernel (real comms) for the module, with the extension loaded."""
+    from ipykernel.inprocess.ipkernel import InProcessInteractiveShell
     from ipykernel.inprocess.manager import InProcessKernelManager
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -32,6 +33,7 @@ def _kernel(tmp_path_factory):
         mp.setenv("TORCHPROF_RUN_DIR", str(tmp_path_factory.mktemp("runs")))
         mp.delenv("TORCHPROF_WIDGETS", raising=False)
         InteractiveShell.clear_instance()
+        InProcessInteractiveShell.clear_instance()  # or a second in-process kernel has no get_ipython()
         km = InProcessKernelManager()
         km.start_kernel()
         shell = km.kernel.shell
@@ -39,6 +41,7 @@ def _kernel(tmp_path_factory):
         yield shell
         km.shutdown_kernel()
         InteractiveShell.clear_instance()
+        InProcessInteractiveShell.clear_instance()  # or a second in-process kernel has no get_ipython()
 
 
 @pytest.fixture

@@ -64,7 +64,7 @@ def test_worker_processes_kept_between_loads_stay_out_of_the_users_frames(shell)
     trace = real_trace("cpu_only.pt.trace.json.gz")
     parallel.digest_files([trace, trace], workers=2, here=False)
     try:
-        assert parallel._WARM.pool is not None
+        assert parallel.kept_workers(), "the load kept its worker processes (and the threads that watch them)"
         test_a_stack_run_keeps_the_cells_frames_and_hides_the_machinery(shell)
     finally:
         parallel.close_workers()

@@ -17,6 +17,7 @@ pytest.importorskip("anywidget")
 @pytest.fixture
 def kernel_shell(tmp_path, monkeypatch):
     """The shell of an in-process ipykernel, with the extension loaded."""
+    from ipykernel.inprocess.ipkernel import InProcessInteractiveShell
     from ipykernel.inprocess.manager import InProcessKernelManager
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -24,6 +25,7 @@ def kernel_shell(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHPROF_RUN_DIR", str(tmp_path / "runs"))
     monkeypatch.delenv("TORCHPROF_WIDGETS", raising=False)
     InteractiveShell.clear_instance()
+    InProcessInteractiveShell.clear_instance()  # or a second in-process kernel has no get_ipython()
     km = InProcessKernelManager()
     km.start_kernel()
     shell = km.kernel.shell
@@ -37,6 +39,7 @@ def kernel_shell(tmp_path, monkeypatch):
         view_module._LIVE.popleft().close()
     km.shutdown_kernel()
     InteractiveShell.clear_instance()
+    InProcessInteractiveShell.clear_instance()  # or a second in-process kernel has no get_ipython()
 
 
 def _open() -> tuple[int, int]:
@@ -100,7 +103,7 @@ def test_an_evicted_view_turns_static_on_the_page_and_in_the_saved_output(kernel
     monkeypatch.setattr(pub, "publish", record)
     shell.run_cell("import torch\nx = torch.randn(32, 32)")
     for i in range(3):
-        res = shell.run_cell(f"%%torchprof --warmup 0 --steps 1 -n run{i}\ny = x @ x")
+        res = shell.run_cell(f"%%torchprof --warmup 0 --steps 1 --name run{i}\ny = x @ x")
         assert res.error_in_exec is None
     shown = [(d, data) for d, kw, data in published if WIDGET_MIME in data]
     assert len(shown) == 3 and all(d for d, _ in shown), "the magic shows each view with a display id"

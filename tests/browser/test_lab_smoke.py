@@ -5,14 +5,24 @@ from __future__ import annotations
 from labkit import open_notebook, run_all, write_notebook
 
 
-def test_bokeh_is_loaded_from_the_server(page, lab):
-    write_notebook(lab.root, "smoke.ipynb", ["1 + 1"])
-    open_notebook(page, lab, "smoke.ipynb")
-    page.wait_for_function("() => window.Bokeh !== undefined && !!window.Bokeh.require", timeout=30_000)
-    version = page.evaluate("window.Bokeh.version")
+def test_bokeh_comes_from_the_kernel_when_a_view_needs_it(page, lab):
+    """No BokehJS at start-up; the first view gets the installed bokeh's from the kernel, not a server route."""
     import bokeh
 
-    assert version == bokeh.__version__
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if "bokeh" in r.url and r.url.endswith(".js") else None)
+    write_notebook(
+        lab.root,
+        "smoke.ipynb",
+        ["%load_ext jupyter_torchprof\nimport torch\nx = torch.randn(8, 8)", "%%torchprof --steps 1\ny = x @ x"],
+    )
+    open_notebook(page, lab, "smoke.ipynb")
+    page.wait_for_timeout(2000)
+    assert page.evaluate("typeof window.Bokeh") == "undefined"  # nothing loaded for a page without views
+    run_all(page)
+    page.wait_for_function("() => window.Bokeh !== undefined && !!window.Bokeh.Tables", timeout=60_000)
+    assert page.evaluate("window.Bokeh.version") == bokeh.__version__
+    assert fetched == [], fetched
 
 
 def test_torchprof_cell_runs_in_lab(page, lab):

@@ -293,7 +293,13 @@ def test_loaded_trace_view_sorts_filters_links_and_zooms(page, lab):
         timeout=20_000,
     )
     _shot(page, lab, "load_ops_selected", view)
-    assert _timeline(page, view, "stats")["highlighted"] > 0
+    # The timeline is drawn when its tab is first shown, with the outline already in it.
+    _tab(view, "Timeline").click()
+    page.wait_for_function(
+        "([root, js]) => { const s = (eval(js))(root, 'stats'); return s && s.highlighted > 0; }",
+        arg=[view.element_handle(), _TIMELINE_JS],
+        timeout=60_000,
+    )
 
     # Kernels tab.
     _tab(view, "Kernels").click()
