@@ -263,21 +263,29 @@ class RunSession:
         __tracebackhide__ = True  # noqa: F841
         from .capture.runner import capture
 
-        run_dir = self.new_run_dir(store)
         started = time.time()
-        return self.collect(
-            lambda: capture(run_once, target, options, run_dir / "trace.json", progress, module_names),
-            run_dir,
-            started,
-            target,
-            options,
-            code,
-            args,
-            store,
-            progress,
-            name,
-            extra_info,
-        )
+        run_dir = self.new_run_dir(store)
+        try:
+            return self.collect(
+                lambda: capture(run_once, target, options, run_dir / "trace.json", progress, module_names),
+                run_dir,
+                started,
+                target,
+                options,
+                code,
+                args,
+                store,
+                progress,
+                name,
+                extra_info,
+            )
+        except BaseException as exc:
+            # A Ctrl-C after the folder was made but before `collect` guards it
+            # would leave the run listed as running; closing twice changes nothing.
+            from .unfinished import close_unfinished
+
+            close_unfinished(store, run_dir, exc, name=name, cell=code, started=started)
+            raise
 
     def new_run_dir(self, store: Any) -> Path:
         """A new run folder in ``store`` (a store that cannot be written: one line)."""

@@ -623,3 +623,23 @@ def test_a_ctrl_c_lost_in_a_callback_during_setup_still_stops_the_run(shell, tmp
         assert RunStore(tmp_path / "runs").list() == kept, where  # no run kept, none left running
     assert len(tried) >= 12 and tried[0] == "session.py:run", tried
     print("SIGINT lost at", len(tried), "points:", ", ".join(tried))
+
+
+def test_a_ctrl_c_between_the_new_folder_and_the_capture_leaves_no_run_running(shell, tmp_path, monkeypatch):
+    """The folder exists, the capture's own guard has not started: the run is still closed."""
+    from jupyter_torchprof.session import RunSession
+
+    shell.run_cell(SETUP)
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt  # as a Ctrl-C landing on collect's first line would
+
+    original = RunSession.collect
+    monkeypatch.setattr(RunSession, "collect", interrupted)
+    res = shell.run_cell("%%torchprof --warmup 0 --steps 1 --quiet\ny = x @ x")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    monkeypatch.setattr(RunSession, "collect", original)
+    runs = RunStore(tmp_path / "runs").list()
+    assert not [r for r in runs if r.get("running") or r.get("status") == "running"], runs
+    # and the next run works
+    assert shell.run_cell("%%torchprof --warmup 0 --steps 1 --quiet\ny = x @ x").error_in_exec is None
