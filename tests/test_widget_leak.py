@@ -2,7 +2,7 @@
 
 The views are built the way a notebook builds them: by displaying profiles in
 an IPython kernel (ipykernel's in-process kernel: a real shell with real
-comms, so ``widgets_available()`` is true). A view is one widget (one comm);
+comms, so ``widgets_available()`` is true). A view is one widget (its comm and its Layout's);
 only the newest ``MAX_LIVE_VIEWS`` views stay open, and an evicted view turns
 into its static form, on the page and in the output the notebook saves.
 """
@@ -73,7 +73,7 @@ def test_open_comms_stay_bounded_over_100_views(kernel_shell):
         if per_view is None and len(view_module._LIVE) < view_module.MAX_LIVE_VIEWS:
             per_view = after[1] - before[1]
         counts.append(after)
-    assert per_view == 1  # the whole view is one widget: one model, one comm
+    assert per_view == 2  # the whole view is one widget: its model and its Layout's
     models, comms = counts[-1]
     live = len(view_module._LIVE)
     assert live == view_module.MAX_LIVE_VIEWS

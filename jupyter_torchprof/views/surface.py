@@ -225,5 +225,10 @@ class ViewSurface(anywidget.AnyWidget):
         self._retired = True
         for node in ui.walk(self.root):
             node.close()
+        # A DOMWidget's Layout is a widget with a comm of its own, which
+        # closing its owner leaves open.
+        layout = getattr(self, "layout", None)
         self.close()
+        if layout is not None:
+            layout.close()
         return static

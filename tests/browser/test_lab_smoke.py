@@ -10,11 +10,15 @@ def test_bokeh_comes_from_the_kernel_when_a_view_needs_it(page, lab):
     import bokeh
 
     fetched: list[str] = []
-    page.on("request", lambda r: fetched.append(r.url) if "bokeh" in r.url and r.url.endswith(".js") else None)
+    bundles = ("bokeh.min.js", "bokeh-gl.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js")
+    page.on("request", lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(bundles) else None)
     write_notebook(
         lab.root,
         "smoke.ipynb",
-        ["%load_ext jupyter_torchprof\nimport torch\nx = torch.randn(8, 8)", "%%torchprof --steps 1\ny = x @ x"],
+        [
+            "%load_ext jupyter_torchprof\nimport torch\nx = torch.randn(8, 8)",
+            "%%torchprof --steps 1\ny = x @ x",
+        ],
     )
     open_notebook(page, lab, "smoke.ipynb")
     page.wait_for_timeout(2000)
