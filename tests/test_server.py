@@ -342,6 +342,25 @@ async def test_compare_shows_the_spread_and_a_verdict(jp_fetch, store):
     assert any("same cell source" in n for n in same["notes"])
 
 
+async def test_compare_of_a_compiled_run_never_says_same_cell_noise(jp_fetch, store):
+    """One side went through torch.compile: the same source is not a reason to call it noise."""
+    ids = ids_by_name(store)
+    run_dir = store.run_dir(ids["small"])
+    info = store.read_info(run_dir.name)
+    original = dict(info)
+    for key in ("id", "damaged", "schema"):
+        info.pop(key, None)
+    info["role"] = "compiled"
+    store.write_info(run_dir, info)
+    try:
+        same = await get_json(jp_fetch, "compare", a=ids["small"], b=ids["small"])
+        assert not any("same cell source" in n for n in same["notes"]), same["notes"]
+    finally:
+        for key in ("id", "damaged", "schema"):
+            original.pop(key, None)
+        store.write_info(run_dir, original)
+
+
 async def test_compare_real_gpu_pair(jp_fetch, store, run_root):
     control = real_trace("diff_pair/control.pt.trace.json.gz")
     test = real_trace("diff_pair/test.pt.trace.json.gz")

@@ -589,7 +589,9 @@ class CompareHandler(RunsBase):
         payload = with_specs(payload, COMPARE_TABLE_COLUMNS, device)
         notes = []
         cells = [str(info.get("cell") or "").strip() for info in infos]
-        if cells[0] and cells[0] == cells[1]:
+        # A compiled side ran the same source through torch.compile: not noise.
+        compiled = any(info.get("compile") or info.get("role") == "compiled" for info in infos)
+        if cells[0] and cells[0] == cells[1] and not compiled:
             notes.append(
                 "both runs profiled the same cell source: any difference is run-to-run noise "
                 "unless the inputs, the data or the machine changed"
