@@ -18,7 +18,7 @@ from ..columns import Column
 from ..format import esc, fmt_count
 from . import ui as W
 from .tables import make_table, match_names, table_height
-from .widget import ProfileView, keep_live, retire, static_bundle
+from .widget import OneWidget, ProfileView, retire
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
@@ -48,7 +48,7 @@ def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str
     return table.loc[mask].copy(), mode
 
 
-class ComparisonView:
+class ComparisonView(OneWidget):
     """Eager | compiled | diff for a `Comparison`: one widget, like `ProfileView`."""
 
     def __init__(self, comparison: Comparison) -> None:
@@ -79,21 +79,8 @@ class ComparisonView:
             self._show(self.toggle.value)
         self.root = W.VBox(children, cls=["jp-TorchProf-view", "jp-TorchProf-compare"])
 
-    def widget(self) -> Any:
-        """The one widget that shows the comparison (made on first use, counted in the live views)."""
-        if self._surface is None:
-            from .surface import ViewSurface
-
-            self._surface = ViewSurface(self.root, static=lambda: static_bundle(self.comparison))
-            keep_live(self)
-        return self._surface
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-
-    def _display_(self) -> Any:
-        # marimo's hook: it shows an anywidget by itself.
-        return self.widget()
+    def _shown(self) -> Any:
+        return self.comparison
 
     def _header_html(self) -> str:
         c = self.comparison

@@ -84,7 +84,38 @@ def _details_html(pairs: list[tuple[str, str]]) -> str:
 # the view
 
 
-class ProfileView:
+class OneWidget:
+    """What `ProfileView` and `views.compare.ComparisonView` share: shown as one `ViewSurface`.
+
+    A subclass sets ``root`` (its `views.ui` tree) and ``_surface = None``,
+    and says which result a closed view shows the static form of (`_shown`).
+    """
+
+    root: Any
+    _surface: Any
+
+    def _shown(self) -> Any:
+        raise NotImplementedError
+
+    def widget(self) -> Any:
+        """The one widget that shows this view (made on first use, counted in the live views)."""
+        if self._surface is None:
+            from .surface import ViewSurface
+
+            shown = self._shown()
+            self._surface = ViewSurface(self.root, static=lambda: static_bundle(shown))
+            keep_live(self)
+        return self._surface
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+
+    def _display_(self) -> Any:
+        # marimo's hook: it shows an anywidget by itself.
+        return self.widget()
+
+
+class ProfileView(OneWidget):
     """The interactive view of a `Profile` (see the module docstring).
 
     Displaying it shows one widget (`views.surface.ViewSurface`); inside a
@@ -129,23 +160,8 @@ class ProfileView:
         )
         self._surface: Any = None
 
-    # -- showing it -------------------------------------------------------------
-
-    def widget(self) -> Any:
-        """The one widget that shows this view (made on first use, counted in the live views)."""
-        if self._surface is None:
-            from .surface import ViewSurface
-
-            self._surface = ViewSurface(self.root, static=lambda: static_bundle(self.profile))
-            keep_live(self)
-        return self._surface
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-
-    def _display_(self) -> Any:
-        # marimo's hook: it shows an anywidget by itself.
-        return self.widget()
+    def _shown(self) -> Any:
+        return self.profile
 
     # -- findings slot -------------------------------------------------------
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from labkit import CHROMIUM, IGNORED_CONSOLE, LOCAL_HOSTS, LabServer, PageWatch, write_notebook
+from labkit import CHROMIUM, IGNORED_CONSOLE, LOCAL_HOSTS, LabServer, PageWatch, run_all, write_notebook
 from test_views_in_lab import _COLOURED_PIXELS_JS, _TABLE_ROWS_JS, _TIMELINE_JS, _number
 from tracefiles import real_trace
 
@@ -206,17 +206,6 @@ def _open(page, host, name: str) -> None:
     )
 
 
-def _run_all(page) -> None:
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp.shell.currentWidget;"
-        " const cells = w.content.widgets.filter(c => c.model.type === 'code');"
-        " return w.sessionContext.session.kernel.status === 'idle'"
-        " && cells.every(c => c.model.executionCount !== null); }",
-        timeout=600_000,
-    )
-
-
 def _cell_view(page, index: int, css: str = ".jp-TorchProf-view"):
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
     return cell.locator(f".jp-OutputArea-output {css}").first
@@ -243,7 +232,7 @@ def test_the_view_works_in_a_jupyter_host(browser, host):
         if host.name == "widget-manager-only":
             # The page really has neither extension: only the widget manager draws the view.
             assert page.evaluate("window.jupyterapp.hasPlugin('jupyter-torchprof:runs')") is False
-        _run_all(page)
+        run_all(page, timeout_ms=600_000)
         cpu = _cell_view(page, 1)
         cpu.wait_for(timeout=120_000)
         check_sorts(page, cpu)
