@@ -143,7 +143,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--events", type=int, default=0, help="also a synthetic trace of this many events")
     args = ap.parse_args()
-    sources = args.source or [worktree(args.base), ROOT]
+    base = None if args.source else worktree(args.base)
+    try:
+        run(args, args.source or [base, ROOT])
+    finally:
+        if base is not None:  # the temporary checkout goes, and git forgets it
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+
+
+def run(args: argparse.Namespace, sources: list[Path]) -> None:
+    """Measure every trace in every tree of ``sources`` and print the table."""
     TRACE_DIR = ROOT / "tests" / "data" / "kineto"
     traces = [
         ("small CPU cell", TRACE_DIR / "cpu_only.pt.trace.json.gz"),
