@@ -80,7 +80,7 @@ def profile_bundle(profile: Profile, include: Any = None, exclude: Any = None) -
 
 
 def profile_widget(profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
-    """The interactive view (ipywidgets + bokeh); see `Profile.view`."""
+    """The interactive view (one widget with bokeh figures); see `Profile.view`."""
     from .widget import ProfileView
 
     return ProfileView(profile, max_glyphs=max_glyphs, all_frames=all_frames)

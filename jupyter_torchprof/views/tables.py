@@ -6,7 +6,7 @@ top rows only (by the chosen metric, after the name filter) and say how many
 were left out; the totals they show are always taken over every row.
 
 `OpTable` and `KernelTable` hold the state (filter, grouping, limit) and the
-bokeh model; the ipywidgets controls of `widget` drive them, and
+bokeh model; the `views.ui` controls of `widget` drive them, and
 `build_op_table` / `build_kernel_table` give the bare bokeh table for use
 without a kernel.
 

@@ -17,7 +17,7 @@ What travels to the browser is small by construction:
 * numbers are typed arrays (float32 widths, int16 rows, uint8 colours).
 
 `Timeline` keeps the Python side: when the view is zoomed in a live kernel
-(a bokeh ``RangesUpdate`` event through the ``BokehModel`` comm) it sends the
+(a bokeh ``RangesUpdate`` event through the view's widget, `views.bokeh_sync`) it sends the
 detail for the new window; clicking a kernel highlights the op that launched
 it and clicking an op highlights the kernels it launched. `build_timeline`
 gives the bare bokeh model (no kernel needed: zoom, pan and hover work in
@@ -695,7 +695,7 @@ class Timeline:
     # -- live kernel ----------------------------------------------------------
 
     def attach(self) -> None:
-        """Answer zooms and clicks from the browser (needs a live BokehModel)."""
+        """Answer zooms and clicks from the browser (needs the view shown in a live kernel)."""
         from bokeh.events import RangesUpdate
 
         def on_ranges(event: Any) -> None:
@@ -711,7 +711,7 @@ class Timeline:
     def _selection_handler(self, side: str) -> Callable[[str, Any, Any], None]:
         def handler(attr: str, old: Any, new: Any) -> None:
             key = (side, tuple(new or ()))
-            # jupyter_bokeh may deliver one change twice, and echoes changes
+            # the page may deliver one change twice, and echo changes
             # made from Python: act once per distinct selection.
             if key == self._last_pick or not new:
                 return
