@@ -290,4 +290,15 @@ class RankSet:
         return f"<RankSet {self.name!r}: ranks {self.ranks}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return seams.views().rankset_bundle(self)
+        return seams.views().rankset_bundle(self, include, exclude)
+
+    def _display_(self) -> Any:
+        # marimo's hook (it has no ipykernel): every rank side by side as one anywidget.
+        return seams.views().hosted_rankset(self)
+
+    def view(self) -> Any:
+        """The interactive view: a bar and a row per rank, the straggler verdict, a click into any rank.
+
+        Display it in a notebook cell; ``%torchprof --load <folder>`` shows it by itself.
+        """
+        return seams.views().rankset_widget(self)

@@ -131,8 +131,8 @@ def rankset_text(ranks: RankSet) -> str:
     return text + "\n" + found if found else text
 
 
-def rankset_bundle(ranks: RankSet) -> dict[str, Any]:
-    """The cross-rank table as text and static HTML."""
+def rankset_bundle(ranks: RankSet, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """The cross-rank table as text and static HTML, and the rank view where widgets show (`views.rank_view`)."""
     from .findings import findings_html
     from .html import table_html
     from .ranks import rank_headers, rank_rows
@@ -142,7 +142,11 @@ def rankset_bundle(ranks: RankSet) -> dict[str, Any]:
         rank_rows(ranks.table), rank_headers(), caption=f"{ranks.name}: {len(ranks)} ranks", tips=tips
     )
     body += findings_html(ranks.straggler_findings)
-    return {"text/plain": rankset_text(ranks), "text/html": _STATIC.format(body)}
+    from .interactive import rankset_widget_part
+
+    bundle = {"text/plain": rankset_text(ranks), "text/html": _STATIC.format(body)}
+    bundle.update(rankset_widget_part(ranks, include, exclude))
+    return bundle
 
 
 # --------------------------------------------------------------------------- #
@@ -172,6 +176,20 @@ def hosted_comparison(comparison: Comparison) -> Any:
     from .compare import ComparisonView
 
     return _hosted(comparison, lambda: ComparisonView(comparison).widget())
+
+
+def rankset_widget(ranks: RankSet) -> Any:
+    """The interactive view of a rank set (`views.rank_view.RankView`); see `RankSet.view`."""
+    from .rank_view import RankView
+
+    return RankView(ranks)
+
+
+def hosted_rankset(ranks: RankSet) -> Any:
+    """What a rank set shows through marimo's ``_display_`` hook: its one widget (see `_hosted`)."""
+    from .rank_view import RankView
+
+    return _hosted(ranks, lambda: RankView(ranks).widget())
 
 
 def _hosted(result: Any, build: Any) -> Any:

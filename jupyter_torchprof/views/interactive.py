@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
     from ..results.profile import Profile
+    from ..results.ranks import RankSet
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -85,6 +86,17 @@ def comparison_widget_part(
         return ComparisonView(comparison)
 
     return _widget_part(build, "the comparison view", "static tables", include, exclude)
+
+
+def rankset_widget_part(ranks: RankSet, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """The rank view's part of a rank set's mimebundle ({} where it cannot show); see `views.rank_view`."""
+
+    def build() -> Any:
+        from .rank_view import RankView
+
+        return RankView(ranks)
+
+    return _widget_part(build, "the rank view", "the static table", include, exclude)
 
 
 def _widget_part(

@@ -27,3 +27,55 @@ def rank_rows(table: pd.DataFrame) -> list[list[str]]:
         ]
         for d in table.to_dict("records")
     ]
+
+
+def _rank_label(rank: object) -> str:
+    return f"Rank {rank}"
+
+
+def straggler_verdict(table: pd.DataFrame, ratio: float) -> str:
+    """The cross-rank verdict in one sentence: which rank straggles, by how much, in its step or its work.
+
+    ``table`` is `RankSet.table`; ``ratio`` the straggler threshold (step
+    time or work over the median rank's). Collectives make every rank wait
+    for the slowest, so the sentence says whether the rank stands out in its
+    whole step, in its work (the step outside communication), or both.
+    """
+    import numpy as np
+
+    from ..format import fmt_time
+
+    if table.empty:
+        return "No rank could be read."
+    if len(table) < 2:
+        return f"One rank ({_rank_label(table['rank'].iloc[0])}): nothing to compare it with."
+    step_median = float(np.median(table["wall_per_step_us"]))
+    work_median = float(np.median(table["work_per_step_us"]))
+    slow = table[table["straggler"]].sort_values("vs_median", ascending=False, kind="stable")
+    if slow.empty:
+        worst = table.loc[table["vs_median"].idxmax()]
+        return (
+            f"No straggler: every rank's step and work are within {ratio:.2f}× of the median rank's "
+            f"(slowest step: rank {worst['rank']}, {worst['vs_median']:.2f}× the median "
+            f"{fmt_time(step_median)})."
+        )
+    sentences = []
+    for r in slow.to_dict("records"):
+        by_step = r["vs_median"] > ratio
+        by_work = r["work_vs_median"] > ratio
+        step = (
+            f"its step takes {fmt_time(r['wall_per_step_us'])}, {r['vs_median']:.2f}× the median rank's "
+            f"{fmt_time(step_median)}"
+        )
+        work = (
+            f"its work (the step outside communication) takes {fmt_time(r['work_per_step_us'])}, "
+            f"{r['work_vs_median']:.2f}× the median {fmt_time(work_median)}"
+        )
+        if by_step and by_work:
+            why = f"{step}; {work}"
+        elif by_step:
+            why = step
+        else:
+            why = f"{work}, while its step ({r['vs_median']:.2f}× the median) shows little: the others wait for it"
+        sentences.append(f"{_rank_label(r['rank'])} is a straggler: {why}.")
+    return " ".join(sentences)
