@@ -36,29 +36,35 @@ def test_example_notebook_executes(notebook, tmp_path, monkeypatch):
 
 
 def test_demo_report_is_offline_and_static(tmp_path, monkeypatch):
-    """What scripts/demo.sh produces: the example as HTML, with our tables and no outside URL."""
+    """What scripts/demo.sh produces: the example as HTML, with our tables and no outside URL.
+
+    Everything lands in the output folder it names (none in the sources), and
+    its last lines point at the exported report with the timeline.
+    """
     import re
     import shutil
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    monkeypatch.setenv("TORCHPROF_RUN_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv("TORCHPROF_RUN_DIR", raising=False)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    # A copy, so what the notebook writes beside itself lands in tmp_path.
-    notebook = Path(shutil.copy(EXAMPLES / "quickstart.ipynb", tmp_path))
-    subprocess.run(
-        [
-            str(root / "scripts" / "render_example.sh"),
-            str(notebook),
-            str(tmp_path),
-            "demo",
-        ],
-        check=True,
+    before = _untracked_in(root, "examples")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [str(root / "scripts" / "demo.sh"), "--no-setup", "--out", str(out)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
+        text=True,
     )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _untracked_in(root, "examples") == before
+    report = out / "torchprof-exports" / "train-step.html"
+    assert report.is_file() and (out / ".torchprof" / "runs").is_dir()
+    assert f"{report}\n" in done.stdout and "timeline" in done.stdout
+    assert (out / "torchprof-exports" / "train-step.json.gz").is_file()
+    shutil.copy(out / "quickstart.html", tmp_path / "demo.html")
     page = (tmp_path / "demo.html").read_text()
     assert "jp-TorchProf-static" in page and "aten::addmm" in page
     loaded = re.findall(r"""(?:src|href)\s*=\s*["'](https?://[^"']+)""", page)
@@ -88,3 +94,13 @@ def test_demo_report_is_offline_and_static(tmp_path, monkeypatch):
         assert "aten::addmm" in pg.inner_text("body")
         browser.close()
     assert not outside, outside
+
+
+def _untracked_in(root: Path, folder: str) -> list[str]:
+    """Files under ``folder`` git does not track, ignored ones included (what a run left there)."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--", folder], cwd=root, capture_output=True, text=True, check=True
+    )
+    return sorted(listed.stdout.split())
