@@ -86,7 +86,7 @@ def test_verdict_names_the_straggler_and_how_much_slower(job, ranks):
     median = float(np.median([t["wall"] for t in truth.values()]))
     header = RankView(ranks).header.value
     ratio = truth[2]["wall"] / median
-    assert f"Rank 2 is a straggler: its step takes" in header
+    assert "Rank 2 is a straggler: its step takes" in header
     assert f"{ratio:.2f}× the median rank" in header
     assert "Rank 0" not in header and "Rank 1" not in header
 
