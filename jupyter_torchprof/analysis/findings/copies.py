@@ -5,6 +5,10 @@ memory: ``Memcpy HtoD (Pageable -> Device)``, ``Memcpy DtoH (Device ->
 Pinned)``, ``Memcpy DtoD (Device -> Device)``. ROCm writes ``Host`` instead,
 which does not say pinned or pageable, so that check only runs where the
 trace tells.
+
+A copy launched by the ``aten::copy_`` with which ``aten::addmm`` (and its
+kin, `cpu.BIAS_SEED_OPS`) seeds its output with the bias is left out: it is
+how torch computes ``nn.Linear``, and no advice here removes it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 from ...format import fmt_bytes, fmt_time
 from ...trace import categories as K
+from .cpu import bias_seed_copies
 from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
 from .vocab import cause_label, parse_copy_name
@@ -42,6 +47,11 @@ def find_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
     rows = np.flatnonzero(inp.is_kind(K.MEMCPY))
     if inp.has_steps and len(rows):
         rows = rows[inp.launched_in_steps(rows)]
+    op = inp.column("op")[rows]
+    launched_by_op = op >= 0
+    seed = np.zeros(len(rows), dtype=bool)
+    seed[launched_by_op] = bias_seed_copies(inp, op[launched_by_op])
+    rows = rows[~seed]
     if not len(rows):
         return []
     c = _copies_of(inp, rows)

@@ -9,7 +9,10 @@
   (or more, so they contend);
 * DataLoader: time in ``enumerate(DataLoader)#..._DataLoaderIter.__next__``;
 * host copies: ``aten::copy_`` / ``to`` / ``contiguous`` / ``clone`` on the
-  host (copies that launched device work are rule 5's).
+  host (copies that launched device work are rule 5's). The ``copy_`` an
+  ``aten::addmm`` (``baddbmm`` ...) makes to seed its output with the bias
+  (``nn.Linear``) is torch's own way of computing ``bias + x @ W.T``, not a
+  copy anyone can drop: it is left out and only counted in the evidence.
 
 Every figure is a union over time of events clipped to the counted steps,
 divided by the number of steps, so no impact exceeds the step. The rules
@@ -39,6 +42,11 @@ COPY_OPS = (
     "aten::clone",
     "aten::_copy_from",
     "aten::_copy_from_and_resize",
+)
+#: Ops computing ``beta * self + alpha * (a @ b)`` that seed their output with
+#: ``self`` (the bias of ``nn.Linear``) by an ``aten::copy_`` directly under them.
+BIAS_SEED_OPS = frozenset(
+    {"aten::addmm", "aten::_addmm_activation", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::addr"}
 )
 #: How torch names one DataLoader iteration (``torch.utils.data.DataLoader``).
 DATALOADER_RANGE = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
@@ -504,6 +512,8 @@ def find_host_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
     # ... that launched nothing: a copy to or from a device is rule 5's.
     launched = _launch_ancestors(inp)
     copies = copies[~launched[copies]]
+    is_seed = bias_seed_copies(inp, copies)
+    seeds, copies = copies[is_seed], copies[~is_seed]
     if not len(copies):
         return []
     covered = covered_per_step(inp, copies)
@@ -539,12 +549,26 @@ def find_host_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
                 "time_by_name_us": by_name,
                 "calls_by_name": {k: int(v) for k, v in calls.items()},
                 "callers": callers,
+                # torch's own bias copies inside addmm & co., left out of every figure above
+                "bias_seed_copies": int(len(seeds)),
+                "bias_seed_time_per_step_us": float(covered_per_step(inp, seeds).sum()) / inp.n_steps,
             },
             impact_us=per,
             event_rows=limit_rows(copies, th.max_event_rows),
             ops=list(by_name),
         )
     ]
+
+
+def bias_seed_copies(inp: Inputs, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` are an ``aten::copy_`` whose parent op is `BIAS_SEED_OPS` (the bias seed)."""
+    if not len(rows):
+        return np.zeros(0, dtype=bool)
+    parent = inp.parent[rows]
+    seed_parent = np.zeros(len(rows), dtype=bool)
+    ok = parent >= 0
+    seed_parent[ok] = np.isin(parent[ok], inp.rows_named(BIAS_SEED_OPS))
+    return seed_parent & np.isin(rows, inp.rows_named(("aten::copy_",), rows))
 
 
 def _launch_ancestors(inp: Inputs) -> np.ndarray:
