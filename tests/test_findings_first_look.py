@@ -149,3 +149,101 @@ def test_a_real_copy_beside_the_bias_copy_still_fires(shell):
     seed_per_step = sum(union_in(spans, lo, hi) for lo, hi in windows) / n_steps
     assert e["bias_seed_time_per_step_us"] == pytest.approx(seed_per_step, rel=1e-6)
     assert ".contiguous()" in row["detail"] and "addmm" not in row["detail"]
+
+
+# --------------------------------------------------------------------------- #
+# 4b. a stall repeating in every step is one finding
+
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def largest_idle(intervals, lo: float, hi: float) -> float:
+    """The longest stretch of [lo, hi] no interval covers (plain Python)."""
+    best, end = 0.0, lo
+    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi):
+        best = max(best, s - end)
+        end = max(end, e)
+    return max(best, hi - end)
+
+
+def test_a100_idle_in_each_step_is_one_finding():
+    from tracefiles import real_trace
+
+    from jupyter_torchprof import load
+
+    path = real_trace("a100_nccl_rank0.pt.trace.json.gz")
+    ev = x_events(path)
+    p = load(str(path))
+    gaps = rows(p, "idle_gaps")
+    (row,) = gaps.to_dict("records")
+    e = row["evidence"]
+    assert e["steps"] == [4, 5, 6] and e["device"] == 0
+    assert "Device 0 idle ~15.5 ms in each of steps 4–6" in row["title"]
+    # Each step's own gap, from the file: the longest stretch without device work.
+    dev = [(x["ts"], x["ts"] + x["dur"]) for x in ev if x["cat"] in DEVICE_CATS and x["args"]["device"] == 0]
+    steps = {int(x["name"].split("#")[1]): (x["ts"], x["ts"] + x["dur"]) for x in ev if STEP.match(x["name"])}
+    expected = {k: largest_idle(dev, *steps[k]) for k in (4, 5, 6)}
+    got = {s["step"]: s["gap_us"] for s in e["per_step"]}
+    assert got == pytest.approx(expected, rel=1e-6)
+    sizes = sorted(expected.values())
+    assert e["gap_us_median"] == pytest.approx(sizes[1], rel=1e-6)
+    assert e["spread_pct"] == pytest.approx(100 * (sizes[-1] - sizes[0]) / sizes[1], rel=1e-6)
+    assert e["gap_us"] == pytest.approx(sizes[-1], rel=1e-6)  # the largest gap's own figures
+    assert row["impact_us"] == pytest.approx(sum(sizes) / p.summary["steps"], rel=1e-6)
+    for k in expected:
+        assert f"step {k}: " in row["detail"]
+    assert "aten::unflatten_dense_tensors" in row["title"]
+
+
+def _stalls_trace(tmp_path, stalls: list[tuple[str, float]]):
+    """Constructed: one step per (host op, gap µs); in each the device stalls for the gap while the op runs."""
+    import json
+
+    from jupyter_torchprof import load
+
+    ev = []
+    for k, (op, gap) in enumerate(stalls, start=1):
+        lo = k * 20_000.0
+        ev += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1, "ts": lo, "dur": 10_000},
+            {"ph": "X", "cat": "kernel", "name": "k_before", "pid": 0, "tid": 7, "ts": lo + 50, "dur": 950,
+             "args": {"device": 0, "stream": 7}},
+            {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": lo + 1_000, "dur": gap},
+            {"ph": "X", "cat": "kernel", "name": "k_after", "pid": 0, "tid": 7, "ts": lo + 1_000 + gap,
+             "dur": 10_000 - 1_050 - gap, "args": {"device": 0, "stream": 7}},
+        ]  # fmt: skip
+    path = tmp_path / "stalls.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return load(str(path))
+
+
+def test_only_similar_stalls_behind_the_same_op_merge(tmp_path):
+    import dataclasses
+
+    from jupyter_torchprof.analysis.findings import find, inputs_from_profile
+
+    stalls = [
+        ("aten::work", 1_000.0),
+        ("aten::work", 1_100.0),
+        ("aten::work", 3_000.0),
+        ("aten::other", 1_000.0),
+    ]
+    p = _stalls_trace(tmp_path, stalls)
+    th = dataclasses.replace(THRESHOLDS, gaps_reported=10)
+    got = find(inputs_from_profile(p), th, rules=["idle_gaps"])
+    by_steps = {
+        tuple(e.get("steps") or [e["step"]]): (t, e)
+        for t, e in zip(got["title"], got["evidence"], strict=True)
+    }
+    # Steps 1 and 2 stall alike behind one op: one finding; step 3's stall is three
+    # times longer and step 4's sits behind another op: each its own.
+    assert set(by_steps) == {(1, 2), (3,), (4,)}
+    title, e = by_steps[(1, 2)]
+    assert "~1.05 ms in each of steps 1–2" in title and "aten::work" in title
+    assert [s["gap_us"] for s in e["per_step"]] == pytest.approx([1_000.0, 1_100.0])
+    assert e["spread_pct"] == pytest.approx(100 * 100 / 1_050)
+    assert by_steps[(3,)][1]["gap_us"] == pytest.approx(3_000.0) and "in step 3 " in by_steps[(3,)][0]
+    assert "aten::other" in by_steps[(4,)][0]
+    # With the ratio tightened below 1.1 the two no longer merge.
+    tight = dataclasses.replace(th, gap_merge_max_ratio=1.05)
+    assert len(find(inputs_from_profile(p), tight, rules=["idle_gaps"])) == 4

@@ -5,6 +5,11 @@ while the main stream computes is normal). For each large gap the rule says
 what the host was doing meanwhile: the deepest host event covering most of
 the gap (an op, a sync call, a Python frame), or that no profiled op ran.
 The largest idle stretch of every stream is kept in the evidence.
+
+A stall that repeats, the same size (`Thresholds.gap_merge_max_ratio`) behind
+the same host call chain in several steps, is one finding ("Device 0 idle
+~15.5 ms in each of steps 4–6"); its evidence keeps every step's gap and the
+spread, and the largest gap's own figures (``gap_us``, ``step`` ...).
 """
 
 from __future__ import annotations
@@ -17,13 +22,13 @@ import pandas as pd
 from ...format import fmt_time
 from ...trace import categories as K
 from .intervals import idle_segments, merge
-from .model import HIGH, INFO, MEDIUM, Finding, Inputs, limit_rows
+from .model import HIGH, INFO, MEDIUM, SEVERITIES, Finding, Inputs, limit_rows
 from .sync import is_blocking_call
 from .thresholds import Thresholds
 
 
 def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
-    """Up to ``gaps_reported`` largest device-wide idle gaps per device."""
+    """The ``gaps_reported`` largest device-wide idle gaps per device, repeats merged (`merge_repeats`)."""
     if not inp.device_traced:
         return []
     act = inp.activity_rows
@@ -43,9 +48,95 @@ def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
         size = gaps["end"] - gaps["start"]
         order = np.argsort(-size, kind="stable")
         order = order[size[order] >= min_gap][: th.gaps_reported]
-        for i in order.tolist():
-            out.append(_finding(inp, th, d, gaps, i, host, per_stream))
+        found = [_finding(inp, th, d, gaps, i, host, per_stream) for i in order.tolist()]
+        out.extend(merge_repeats(inp, th, found))
     return out
+
+
+def merge_repeats(inp: Inputs, th: Thresholds, found: list[Finding]) -> list[Finding]:
+    """One device's gap findings, those repeating in several steps merged into one.
+
+    Gaps repeat when they have the same host call chain, lie in different
+    steps and their sizes are within ``gap_merge_max_ratio`` of each other
+    (`_similar`); a trace without steps has nothing to merge.
+    """
+    groups: dict[tuple[str, ...], list[Finding]] = {}
+    for f in found:
+        groups.setdefault(tuple(f.evidence["host_chain"]), []).append(f)
+    out: list[Finding] = []
+    for group in groups.values():
+        for cluster in _similar(group, th.gap_merge_max_ratio):
+            out.extend([_merged(inp, th, cluster)] if len(cluster) > 1 else cluster)
+    return out
+
+
+def _similar(group: list[Finding], ratio: float) -> list[list[Finding]]:
+    """``group`` cut into clusters of gaps in distinct steps whose sizes lie within ``ratio``.
+
+    Largest first: a gap joins the open cluster while the cluster's largest
+    is at most ``ratio`` times it and its step is not in the cluster yet.
+    """
+    clusters: list[list[Finding]] = []
+    for f in sorted(group, key=lambda f: -f.evidence["gap_us"]):
+        step = f.evidence["step"]
+        for c in clusters:
+            top = c[0].evidence["gap_us"]
+            if (
+                step is not None
+                and top <= ratio * f.evidence["gap_us"]
+                and step not in {g.evidence["step"] for g in c}
+            ):
+                c.append(f)
+                break
+        else:
+            clusters.append([f])
+    return clusters
+
+
+def _merged(inp: Inputs, th: Thresholds, group: list[Finding]) -> Finding:
+    """The finding of one stall repeating in several steps (``group``: one finding per step)."""
+    group = sorted(group, key=lambda f: f.evidence["step"])
+    largest = max(group, key=lambda f: f.evidence["gap_us"])
+    sizes = np.array([f.evidence["gap_us"] for f in group])
+    pcts = np.array([f.evidence["step_pct"] for f in group])
+    steps = [int(f.evidence["step"]) for f in group]
+    median = float(np.median(sizes))
+    per_step = [
+        {k: f.evidence[k] for k in ("step", "gap_us", "start_us", "end_us", "step_pct", "host_covered_pct")}
+        for f in group
+    ]
+    ev = dict(largest.evidence)
+    ev.update(
+        steps=steps,
+        per_step=per_step,
+        gap_us_median=median,
+        gap_us_min=float(sizes.min()),
+        gap_us_max=float(sizes.max()),
+        spread_pct=100 * float(sizes.max() - sizes.min()) / median if median > 0 else 0.0,
+    )
+    figures = ", ".join(f"step {s}: {fmt_time(g)}" for s, g in zip(steps, sizes.tolist(), strict=True))
+    return Finding(
+        rule="idle_gaps",
+        severity=min((f.severity for f in group), key=SEVERITIES.index),
+        title=(
+            f"Device {ev['device']} idle ~{fmt_time(median)} in each of steps {_step_list(steps)} "
+            f"(~{float(np.median(pcts)):.0f}% of the step): {ev['doing']}"
+        ),
+        detail=f"{largest.detail} The same stall in {len(group)} steps ({figures}; spread "
+        f"{ev['spread_pct']:.1f}% of the median).",
+        evidence=ev,
+        impact_us=float(sum(f.impact_us for f in group)),
+        event_rows=limit_rows([r for f in group for r in f.event_rows], th.max_event_rows),
+        ops=sorted({o for f in group for o in f.ops}),
+        kernels=list(dict.fromkeys(k for f in group for k in f.kernels)),
+    )
+
+
+def _step_list(steps: list[int]) -> str:
+    """``4–6`` for consecutive steps, else ``2, 5, 9``."""
+    if steps == list(range(steps[0], steps[0] + len(steps))):
+        return f"{steps[0]}–{steps[-1]}"
+    return ", ".join(str(s) for s in steps)
 
 
 def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -152,6 +243,7 @@ def _finding(
         "kernel_before": str(inp.names[before]) if before >= 0 else None,
         "kernel_after": str(inp.names[after]) if after >= 0 else None,
         "host_chain": chain_names,
+        "doing": doing,
         "host_covered_pct": what["covered_pct"],
         "largest_gap_per_stream_us": per_stream,
     }

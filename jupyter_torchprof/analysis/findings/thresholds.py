@@ -55,6 +55,10 @@ class Thresholds:
     gaps_reported: int = 3
     #: A host event "explains" a gap when it covers at least this share of it.
     gap_explained_pct: float = 50.0
+    #: Gaps of one device in different steps, with the same host call chain and
+    #: sizes within this ratio (largest / smallest), are one repeating stall:
+    #: reported once ("idle ~15.5 ms in each of steps 4–6"), not once per step.
+    gap_merge_max_ratio: float = 1.25
 
     # -- 3. launch-bound --------------------------------------------------------
     #: Fewer kernels per step cannot make a step launch-bound in practice.
