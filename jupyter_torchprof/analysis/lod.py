@@ -254,3 +254,31 @@ def ancestor_count(parent: np.ndarray, depth: np.ndarray, wanted: np.ndarray) ->
         nodes, p = nodes[ok], p[ok]
         out[nodes] = out[p] + wanted[p].astype(np.int32)
     return out
+
+
+def idle_gaps(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps of ``[lo, hi]`` that no interval ``[start, end]`` covers.
+
+    Overlapping and nested intervals (kernels on a stream under a device
+    annotation, or concurrent work) count once: busy time is their union,
+    and busy + the gaps' lengths = ``hi - lo``.
+
+    Returns
+    -------
+    (gap_start, gap_end)
+        Sorted, non-empty gaps.
+    """
+    s = np.clip(np.asarray(start, dtype=np.float64), lo, hi)
+    e = np.clip(np.asarray(end, dtype=np.float64), lo, hi)
+    if len(s) == 0:
+        none = np.array([], dtype=np.float64)
+        return (np.array([lo]), np.array([hi])) if hi > lo else (none, none)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # Furthest end reached by any interval up to here: a gap opens where the
+    # next interval starts after it.
+    reach = np.maximum.accumulate(e)
+    gap_start = np.concatenate([[lo], reach])
+    gap_end = np.concatenate([s, [hi]])
+    keep = gap_end > gap_start
+    return gap_start[keep], gap_end[keep]

@@ -32,21 +32,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.categories import CATEGORIES, event_categories
 from ..analysis.links import linked_events
-from ..analysis.lod import Glyphs, LodIndex
+from ..analysis.lod import Glyphs, LodIndex, idle_gaps
 from ..format import ellipsize, fmt_bytes, fmt_time
 from ..trace import categories as K
-from .style import (
-    ACCENT,
-    BASE_COLOURS,
-    FMT_TIME_JS,
-    KIND_INDEX,
-    PALETTE,
-    follow_theme,
-    name_colour,
-    time_tick_formatter,
-)
+from .style import ACCENT, FMT_TIME_JS, follow_theme, time_tick_formatter
 from .timeline_lanes import hidden_frames, layout
+from .timeline_style import BASE, IDLE_COLOUR, IDLE_LABEL, PALETTE
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.profile import Profile
@@ -59,7 +52,13 @@ DETAIL_LIMIT = 30_000
 HIGHLIGHT_MAX = 20_000
 #: Labels drawn on the widest glyphs at most.
 LABEL_MAX = 1500
+#: Device idle gaps sent at most per fetch (the widest).
+IDLE_MAX = 20_000
+#: Launch → kernel arrows drawn at most for one selection (the first in time).
+ARROW_MAX = 200
 ROW_PX = 18
+#: Legend entries per row.
+LEGEND_COLUMNS = 8
 #: Level-of-detail bins per pixel of the visible window.
 BINS_PER_PX = 4
 #: Share of the visible span the zoom-in button takes away per click; the
@@ -191,10 +190,15 @@ class Timeline:
         self.hidden = int((K.kind_mask(ev, K.HOST_KINDS + K.DEVICE_KINDS) & ~drawn & ~machinery).sum())
         self._host_rows = np.flatnonzero(drawn & ~is_dev)
         self._dev_rows = np.flatnonzero(drawn & is_dev)
+        self._dev_row_set = np.unique(self.row[self._dev_rows])
         self._host_index = LodIndex(ts[self._host_rows], dur[self._host_rows], self.row[self._host_rows])
         self._dev_index = LodIndex(ts[self._dev_rows], dur[self._dev_rows], self.row[self._dev_rows])
         self.detailed = len(self._host_rows) + len(self._dev_rows) <= min(DETAIL_LIMIT, self.max_glyphs)
         self._colour = self._colours()
+        #: Timeline rows per device nesting level (`timeline_lanes.device_row_scale`).
+        self.device_scale = max((ln.scale for ln in self.lanes if ln.side == "device"), default=1)
+        #: Categories of the drawn events, in legend order.
+        self.categories = [CATEGORIES[i] for i in np.unique(self._colour[drawn]).tolist()]
         self._has_shapes = bool(ev["input_dims"].notna().any())
         self._has_launch = bool(ev["grid"].notna().any())
         spans = [i.span for i in (self._host_index, self._dev_index) if i.size]
@@ -203,24 +207,42 @@ class Timeline:
         if hi <= lo:
             hi = lo + 1.0
         self.span = (lo, hi)
+        self._dev_activity = np.flatnonzero(self._is_activity & (ev["op"].to_numpy() >= 0))
+        self.idle = self._idle()
         self._fetched: tuple[float, float, float] | None = None  # (t0, t1, visible span)
         self._host_reps = np.array([], dtype=np.int64)
         self._dev_reps = np.array([], dtype=np.int64)
         self._last_pick: tuple[str, tuple[int, ...]] | None = None
         self.highlighted = np.array([], dtype=np.int64)
-        self._dev_activity = np.flatnonzero(self._is_activity & (ev["op"].to_numpy() >= 0))
         self._build(window)
 
     # -- colours -----------------------------------------------------------
 
     def _colours(self) -> np.ndarray:
-        names = self._ev["name"]
-        cats = names.cat.categories
-        per_name = np.array([name_colour(str(c)) for c in cats] + [0], dtype=np.uint8)
-        colour = per_name[names.cat.codes.to_numpy()]
-        for kind, idx in KIND_INDEX.items():
-            colour[K.kind_mask(self._ev, kind)] = idx
-        return colour
+        """Colour (category index, `analysis.categories`) of every event: kernel family, copy, host op ..."""
+        return event_categories(self._ev).astype(np.uint8)
+
+    def _idle(self) -> tuple[np.ndarray, ...]:
+        """Gaps of every device lane with no kernel, copy or memset in the trace's span.
+
+        Per stream, from every activity event of it (also those nested too
+        deep to draw): (start, end, top, bottom) with the lane's y extent.
+        """
+        ev, lo, hi = self._ev, self.span[0], self.span[1]
+        act = np.flatnonzero(self._is_activity)
+        dev, stream = ev["device"].to_numpy()[act], ev["stream"].to_numpy()[act]
+        parts: list[tuple[np.ndarray, ...]] = []
+        for ln in self.lanes:
+            if ln.side != "device":
+                continue
+            mine = act[(dev == ln.key[0]) & (stream == ln.key[1])]
+            gs, ge = idle_gaps(self._ts[mine], self._ts[mine] + self._dur[mine], lo, hi)
+            parts.append(
+                (gs, ge, np.full(len(gs), ln.first - 0.45), np.full(len(gs), ln.first + ln.rows - 0.55))
+            )
+        if not parts:
+            return tuple(np.array([], dtype=np.float64) for _ in range(4))
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
 
     # -- payloads ------------------------------------------------------------
 
@@ -249,7 +271,7 @@ class Timeline:
         if merged.any():
             density = g.busy[merged] / np.maximum(g.dur[merged], min_w)
             level = np.where(density >= 0.66, 1, np.where(density >= 0.33, 2, 3))
-            colour[merged] += len(BASE_COLOURS) * level
+            colour[merged] += len(CATEGORIES) * level
         data: dict[str, Any] = {
             "x": g.start.astype(np.float64),
             "w": np.maximum(g.dur, min_w).astype(np.float32),
@@ -270,37 +292,55 @@ class Timeline:
         return data, rep
 
     def _labels(
-        self, datas: Iterable[tuple[dict[str, Any], np.ndarray]], v0: float, v1: float
+        self,
+        datas: Iterable[tuple[dict[str, Any], np.ndarray, float]],
+        visible: tuple[float, float],
+        fetched: tuple[float, float],
     ) -> dict[str, Any]:
-        """Names written on the glyphs wide enough to hold them.
+        """Names written on the glyphs wide enough to hold them, over the whole fetched window.
 
-        Only the part of a glyph inside the visible window ``[v0, v1]``
-        counts, and the label starts there: a step that began before the
-        window still shows its name.
+        Over the fetched window, not just the visible one: a pan inside it
+        asks Python for nothing, and glyphs that come into view must carry
+        their names already (labels made for the visible window alone left
+        every glyph panned into view blank). Widths are taken at the visible
+        zoom; a glyph that covers the visible window's left edge starts its
+        label there, so a step that began before the window still shows its
+        name. ``datas``: (glyph data, event rows, y offset of a label).
         """
+        (v0, v1), (t0, t1) = visible, fetched
         px_per_us = self.width_px / max(v1 - v0, 1e-9)
-        xs, ys, texts, widths = [], [], [], []
+        xs, ys, texts, prio = [], [], [], []
         names = self._ev["name"]
         cats, codes = names.cat.categories, names.cat.codes.to_numpy()
-        for data, rep in datas:
+        for data, rep, dy in datas:
             x = data["x"]
-            left = np.maximum(x, v0)
-            right = np.minimum(x + data["w"].astype(np.float64), v1)
-            px = (right - left) * px_per_us
+            right = np.minimum(x + data["w"].astype(np.float64), t1)
+            anchor = np.where((x < v0) & (right > v0), v0, np.maximum(x, t0))
+            px = (right - anchor) * px_per_us
+            shown = (np.minimum(right, v1) - np.maximum(anchor, v0)) * px_per_us
             ok = (px >= 48) & (data["k"] == 1)
             for i in np.flatnonzero(ok):
-                widths.append(px[i])
-                xs.append(float(left[i]))
-                ys.append(int(data["y"][i]))
+                # Glyphs in view first, then the widest.
+                prio.append(px[i] + (1e12 if shown[i] > 0 else 0.0))
+                xs.append(float(anchor[i]))
+                ys.append(float(data["y"][i]) + dy)
                 c = codes[rep[i]]
                 chars = int(px[i] / 6.6) - 1
                 texts.append(ellipsize(str(cats[c]) if c >= 0 else "", chars) if chars >= 4 else "")
         if len(xs) > LABEL_MAX:
-            keep = np.sort(np.argsort(-np.asarray(widths), kind="stable")[:LABEL_MAX])
+            keep = np.sort(np.argsort(-np.asarray(prio), kind="stable")[:LABEL_MAX])
             xs = [xs[i] for i in keep]
             ys = [ys[i] for i in keep]
             texts = [texts[i] for i in keep]
-        return {"x": np.asarray(xs, dtype=np.float64), "y": np.asarray(ys, dtype=np.int16), "text": texts}
+        return {"x": np.asarray(xs, dtype=np.float64), "y": np.asarray(ys, dtype=np.float32), "text": texts}
+
+    def _idle_data(self, t0: float, t1: float, min_w: float) -> dict[str, Any]:
+        """The device idle gaps in ``[t0, t1]`` at least a pixel wide (the widest `IDLE_MAX`)."""
+        gs, ge, top, bottom = self.idle
+        keep = np.flatnonzero((ge >= t0) & (gs <= t1) & (ge - gs >= min_w))
+        if len(keep) > IDLE_MAX:
+            keep = np.sort(keep[np.argsort(-(ge - gs)[keep], kind="stable")[:IDLE_MAX]])
+        return {"left": gs[keep], "right": ge[keep], "top": top[keep], "bottom": bottom[keep]}
 
     def fetch(self, start: float | None = None, end: float | None = None) -> None:
         """Send the glyphs for the visible window ``[start, end]`` (default: all).
@@ -328,8 +368,11 @@ class Timeline:
         self.dev_source.selected.indices = []
         self.host_source.data = host_data
         self.dev_source.data = dev_data
+        self.idle_source.data = self._idle_data(t0, t1, min_w)
         self.label_source.data = self._labels(
-            [(host_data, self._host_reps), (dev_data, self._dev_reps)], v0, v1
+            [(host_data, self._host_reps, 0.0), (dev_data, self._dev_reps, (self.device_scale - 1) / 2)],
+            (v0, v1),
+            (t0, t1),
         )
         if len(self.highlighted):
             self._draw_highlight(min_w)
@@ -374,12 +417,21 @@ class Timeline:
         steps = self.profile.steps
         top = -1.6 if not steps.empty else -0.6
         row_px = int(min(ROW_PX, max(9, 640 / rows)))
-        height = int((rows - top) * row_px + 60)
+        legend_rows = -(-(len(self.categories) + 1) // LEGEND_COLUMNS)
+        height = int((rows - top) * row_px + 60 + 18 * legend_rows)
         self.strings_source = ColumnDataSource({"s": []}, name="torchprof-strings")
         self.host_source = ColumnDataSource(name="torchprof-host")
         self.dev_source = ColumnDataSource(name="torchprof-device")
         self.label_source = ColumnDataSource({"x": [], "y": [], "text": []}, name="torchprof-labels")
-        self.highlight_source = ColumnDataSource({"x": [], "w": [], "y": []}, name="torchprof-highlight")
+        self.highlight_source = ColumnDataSource(
+            {"x": [], "w": [], "y": [], "h": []}, name="torchprof-highlight"
+        )
+        self.idle_source = ColumnDataSource(
+            {"left": [], "right": [], "top": [], "bottom": []}, name="torchprof-idle"
+        )
+        self.arrow_source = ColumnDataSource(
+            {"x0": [], "y0": [], "x1": [], "y1": []}, name="torchprof-arrows"
+        )
 
         x0, x1 = window if window is not None else (lo - pad, hi + pad)
         fig = figure(
@@ -406,8 +458,9 @@ class Timeline:
         fig.xaxis.axis_label = None
         fig.ygrid.grid_line_color = None
         fig.xgrid.grid_line_alpha = 0.5
-        ticks = [ln.first for ln in self.lanes]
-        labels = {str(ln.first): ln.label for ln in self.lanes}
+        # A lane's name sits at the middle of its first level (a device level spans `scale` rows).
+        ticks = [ln.first + (ln.scale - 1) / 2 for ln in self.lanes]
+        labels = {f"{t:g}": ln.label for t, ln in zip(ticks, self.lanes, strict=True)}
         fig.yaxis.ticker = FixedTicker(ticks=ticks, minor_ticks=[])
         fig.yaxis.formatter = CustomJSTickFormatter(
             args={"labels": labels}, code="const t = labels[String(tick)]; return t === undefined ? '' : t;"
@@ -420,14 +473,38 @@ class Timeline:
         return fig
 
     def _add_glyphs(self, fig: Any) -> tuple[Any, Any]:
-        """Host and device blocks, their labels and the highlight; returns the (host, device) renderers."""
+        """Idle shading, host and device blocks, their labels, the highlight, arrows and the legend.
+
+        Returns the (host, device) renderers.
+        """
+        from bokeh.models import Arrow, VeeHead
         from bokeh.transform import dodge, linear_cmap
 
+        fig.quad(
+            left="left",
+            right="right",
+            top="top",
+            bottom="bottom",
+            source=self.idle_source,
+            fill_color=IDLE_COLOUR,
+            line_color=None,
+            level="underlay",
+            name="torchprof-idle-glyphs",
+        )
         cmap = linear_cmap("c", PALETTE, low=-0.5, high=len(PALETTE) - 0.5)
-        y = dodge("y", -0.4)
-        glyph_kw = {"x": "x", "y": y, "width": "w", "height": 0.8, "fill_color": cmap, "line_color": None}
-        host_r = fig.block(source=self.host_source, name="torchprof-host-glyphs", **glyph_kw)
-        dev_r = fig.block(source=self.dev_source, name="torchprof-device-glyphs", **glyph_kw)
+        glyph_kw = {"x": "x", "width": "w", "fill_color": cmap, "line_color": None}
+        host_r = fig.block(
+            source=self.host_source, name="torchprof-host-glyphs", y=dodge("y", -0.4), height=0.8, **glyph_kw
+        )
+        # A device level spans `device_scale` rows: its block fills them but for the same margin.
+        dev_h = self.device_scale - 0.2
+        dev_r = fig.block(
+            source=self.dev_source,
+            name="torchprof-device-glyphs",
+            y=dodge("y", -0.4),
+            height=dev_h,
+            **glyph_kw,
+        )
         for r in (host_r, dev_r):
             r.selection_glyph = r.glyph.clone(line_color=ACCENT, line_width=2)
             r.nonselection_glyph = r.glyph.clone()
@@ -444,9 +521,9 @@ class Timeline:
         )
         fig.block(
             x="x",
-            y=y,
+            y="y",
             width="w",
-            height=0.8,
+            height="h",
             source=self.highlight_source,
             fill_color=ACCENT,
             fill_alpha=0.25,
@@ -454,7 +531,54 @@ class Timeline:
             line_width=2,
             name="torchprof-highlight-glyphs",
         )
+        fig.add_layout(
+            Arrow(
+                x_start="x0",
+                y_start="y0",
+                x_end="x1",
+                y_end="y1",
+                source=self.arrow_source,
+                line_color=ACCENT,
+                line_width=1.5,
+                end=VeeHead(size=8, fill_color=ACCENT, line_color=ACCENT),
+                name="torchprof-arrows",
+            )
+        )
+        self._add_legend(fig)
         return host_r, dev_r
+
+    def _add_legend(self, fig: Any) -> None:
+        """One entry per category drawn, and device idle (swatches of empty renderers)."""
+        from bokeh.models import ColumnDataSource, GlyphRenderer, Legend, LegendItem, Scatter
+
+        # Bare renderers, not `figure.scatter` (which makes four more glyphs
+        # each for selection, hover and muting: a tenth of the figure's cost).
+        empty = ColumnDataSource({"x": [], "y": []})
+        items = []
+        entries = [(c, BASE[CATEGORIES.index(c)]) for c in self.categories]
+        if len(self.idle[0]):
+            entries.append((IDLE_LABEL, IDLE_COLOUR))
+        for label, colour in entries:
+            glyph = Scatter(x="x", y="y", marker="square", fill_color=colour, line_color=None)
+            swatch = GlyphRenderer(data_source=empty, glyph=glyph)
+            fig.renderers.append(swatch)
+            items.append(LegendItem(label=label, renderers=[swatch]))
+        legend = Legend(
+            items=items,
+            orientation="horizontal",
+            ncols=min(LEGEND_COLUMNS, max(1, len(items))),
+            label_text_font_size="10px",
+            glyph_width=12,
+            glyph_height=10,
+            spacing=8,
+            padding=2,
+            margin=2,
+            border_line_color=None,
+            background_fill_alpha=0.0,
+            click_policy="none",
+            name="torchprof-legend",
+        )
+        fig.add_layout(legend, "above")
 
     def _add_tools(self, fig: Any, host_r: Any, dev_r: Any) -> None:
         """Hover for host and device glyphs, pan, zooms, tap, reset and save."""
@@ -607,10 +731,33 @@ class Timeline:
             x, w, y = g.start, g.dur, g.row
         else:
             x, w, y = self._ts[rows], self._dur[rows], self.row[rows]
+        y = np.asarray(y, dtype=np.int64)
+        h = np.where(np.isin(y, self._dev_row_set), self.device_scale - 0.2, 0.8)
         self.highlight_source.data = {
             "x": np.asarray(x, dtype=np.float64),
             "w": np.maximum(np.asarray(w, dtype=np.float64), min_w).astype(np.float32),
-            "y": np.asarray(y, dtype=np.int16),
+            "y": (y - 0.4).astype(np.float32),
+            "h": h.astype(np.float32),
+        }
+        self.arrow_source.data = self._arrows(rows)
+
+    def _arrows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Launch → device work arrows for the highlighted ``rows`` (both ends drawn).
+
+        From the middle of the runtime call's bottom edge to the start of
+        the top edge of what it launched.
+        """
+        work = rows[self._is_activity[rows]]
+        launch = self._ev["launch"].to_numpy()[work] if len(work) else work
+        ok = launch >= 0
+        work, launch = work[ok], launch[ok]
+        ok = (self.row[launch] >= 0) & (self.row[work] >= 0)
+        work, launch = work[ok][:ARROW_MAX], launch[ok][:ARROW_MAX]
+        return {
+            "x0": self._ts[launch] + self._dur[launch] / 2,
+            "y0": (self.row[launch] + 0.4).astype(np.float64),
+            "x1": self._ts[work],
+            "y1": (self.row[work] - 0.4).astype(np.float64),
         }
 
     def extent(self, rows: np.ndarray) -> tuple[float, float] | None:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 OP_LANE_KINDS = (K.CPU_OP, K.USER_ANNOTATION, K.RUNTIME)
 #: Most rows a lane may take (deeper events are not drawn, and counted).
 ROW_CAP = {"ops": 16, "python": 12, "device": 6}
+#: Most timeline rows one device nesting level takes.
+DEVICE_SCALE_MAX = 3
 
 
 @dataclass
@@ -42,6 +44,10 @@ class Lane:
         First timeline row of the lane and how many rows it takes.
     events
         Events drawn in this lane.
+    scale
+        Timeline rows per nesting level (1 on host lanes; `device_row_scale` on device lanes).
+    key
+        ``(pid, tid)`` of a host lane, ``(device, stream)`` of a device lane.
     """
 
     label: str
@@ -49,6 +55,30 @@ class Lane:
     first: int
     rows: int
     events: int
+    scale: int = 1
+    key: tuple[int, int] = (0, 0)
+
+    @property
+    def levels(self) -> int:
+        """Nesting levels the lane shows."""
+        return self.rows // self.scale
+
+
+def device_row_scale(host_rows: int, device_rows: int) -> int:
+    """Timeline rows per device nesting level.
+
+    The rule: device lanes together get at least a third of the lane area
+    (host rows / (2 x device rows), rounded up), a device row is never
+    thinner than a host row (at least 1) and at most `DEVICE_SCALE_MAX` host
+    rows tall. With one shallow thread that is one row per level; under
+    several threads of deeply nested ops (where the plot's rows shrink to
+    fit its height) each kernel row becomes two or three op rows tall:
+    device work is what a person reads a GPU timeline for.
+    """
+    if device_rows <= 0:
+        return 1
+    want = -(-host_rows // (2 * device_rows))  # ceil
+    return int(min(DEVICE_SCALE_MAX, max(1, want)))
 
 
 # --------------------------------------------------------------------------- #
@@ -178,10 +208,20 @@ def _lanes(meta: Any, lanes_df: pd.DataFrame) -> tuple[list[Lane], dict[tuple[in
     lanes: list[Lane] = []
     first = 0
     lane_key: dict[tuple[int, int, int], int] = {}
-    for rec in lanes_df.itertuples(index=False):
+    levels = [
+        int(min(int(m) + 1, ROW_CAP[("ops", "python", "device")[int(s)]]))
+        for s, m in zip(lanes_df["side"], lanes_df["maxl"], strict=True)
+    ]
+    is_dev = (lanes_df["side"] == 2).to_numpy()
+    scale = device_row_scale(
+        sum(n for n, d in zip(levels, is_dev, strict=True) if not d),
+        sum(n for n, d in zip(levels, is_dev, strict=True) if d),
+    )
+    for rec, n in zip(lanes_df.itertuples(index=False), levels, strict=True):
         s = int(rec.side)
         name = ("ops", "python", "device")[s]
-        rows = int(min(int(rec.maxl) + 1, ROW_CAP[name]))
+        k = scale if s == 2 else 1
+        rows = n * k
         if s == 2:
             label = _device_label(meta, int(rec.a), int(rec.b))
         else:
@@ -189,7 +229,7 @@ def _lanes(meta: Any, lanes_df: pd.DataFrame) -> tuple[list[Lane], dict[tuple[in
             if s == 1:
                 label += " · python"
         lane_key[(s, int(rec.a), int(rec.b))] = len(lanes)
-        lanes.append(Lane(ellipsize(label, 34), name, first, rows, int(rec.n)))
+        lanes.append(Lane(ellipsize(label, 34), name, first, rows, int(rec.n), k, (int(rec.a), int(rec.b))))
         first += rows
     return lanes, lane_key
 
@@ -212,9 +252,10 @@ def _rows(
         lookup = pd.Series(list(lane_key.values()), index=pd.MultiIndex.from_tuples(list(lane_key.keys())))
         li = lookup.reindex(keys).to_numpy()
         firsts = np.array([ln.first for ln in lanes], dtype=np.int64)
-        caps = np.array([ln.rows for ln in lanes], dtype=np.int64)
+        caps = np.array([ln.levels for ln in lanes], dtype=np.int64)
+        scales = np.array([ln.scale for ln in lanes], dtype=np.int64)
         lv = level[idx]
         ok = lv < caps[li]
-        row[idx[ok]] = firsts[li[ok]] + lv[ok]
+        row[idx[ok]] = firsts[li[ok]] + lv[ok] * scales[li[ok]]
         lane_of[idx[ok]] = li[ok]
     return row, lane_of
