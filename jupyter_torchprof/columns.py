@@ -60,7 +60,9 @@ def sort_column(key: str, columns: Iterable[str]) -> str:
 #: side, shown with `STATUS_LABELS`; ``count``: a whole number; ``calls``: a
 #: count per step (may be fractional); ``time``: µs; ``delta``: signed µs;
 #: ``pct``: a percentage (drawn as a bar where the renderer can); ``bytes``;
-#: ``flops``; ``number``: a plain decimal; ``ratio``: ``2.00×``.
+#: ``flops``: a FLOP count, or a rate where the column's unit is ``FLOP/s``
+#: (SI prefixes, ``–`` where nothing was counted); ``number``: a plain
+#: decimal; ``ratio``: ``2.00×``.
 KINDS = (
     "name",
     "text",
@@ -284,7 +286,12 @@ def format_cell(column: Column, value: Any) -> str:
         text = str(value)
         return STATUS_LABELS.get(text, text) if column.kind == "status" else text
     x = number(value)
-    return "–" if x is None else _FORMAT[column.kind](x)
+    if x is None:
+        return "–"
+    if column.kind == "flops":
+        # A count (FLOP) or a rate (FLOP/s): the column's unit says which.
+        return fmt_flops(x, column.unit or KIND_UNITS["flops"])
+    return _FORMAT[column.kind](x)
 
 
 # -- the tables -------------------------------------------------------------
@@ -328,6 +335,12 @@ OPS: tuple[Column, ...] = (
         when="nonzero",
     ),
     Column("flops", "FLOPs", "flops", 90, "floating-point operations (recorded with --flops)"),
+    Column(
+        "flops_per_s", "FLOP/s", "flops", 90,
+        "FLOPs ÷ the op's device total time when the device was traced, else ÷ its CPU total time "
+        "(total, not self: a convolution's FLOPs sit on aten::conv2d, its kernels under its children)",
+        unit="FLOP/s", when="any",
+    ),
 )  # fmt: skip
 
 #: The kernel table (`Profile.kernels`: kernels, copies and memsets by name).

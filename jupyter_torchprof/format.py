@@ -49,14 +49,30 @@ def fmt_count(n: float | None) -> str:
     return f"{int(n):,}"
 
 
-def fmt_flops(f: float | None) -> str:
-    """A FLOP count with an SI prefix."""
-    if f is None or (isinstance(f, float) and math.isnan(f)) or f == 0:
+#: SI prefixes of FLOP counts and rates, largest first.
+_SI_PREFIXES = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
+
+
+def _three_digits(v: float) -> str:
+    # Three significant digits and never an exponent: 999.7 is "1000", not "1e+03".
+    return f"{v:.0f}" if abs(v) >= 99.95 else f"{v:.3g}"
+
+
+def fmt_flops(f: float | None, unit: str = "FLOP") -> str:
+    """A FLOP count (or, with ``unit="FLOP/s"``, a rate) with an SI prefix: ``537 MFLOP``, ``1.61 GFLOP``.
+
+    ``–`` where nothing was counted (0, unknown or not finite): torch gives
+    ops without a formula 0 FLOPs, which is "not counted", not "free".
+    `views.tables.FMT_FLOPS_JS` is the same rule in the browser.
+    """
+    if f is None or not math.isfinite(f) or f == 0:
         return "–"
-    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if f >= scale:
-            return f"{f / scale:.3g} {unit}"
-    return f"{f:.0f} FLOP"
+    a = abs(f)
+    for prefix, scale in _SI_PREFIXES:
+        # 0.9995 of the prefix rounds up to it: "1 GFLOP", not "1000 MFLOP".
+        if a >= 0.9995 * scale:
+            return f"{_three_digits(f / scale)} {prefix}{unit}"
+    return f"{_three_digits(f)} {unit}"
 
 
 def ellipsize(text: str, width: int) -> str:

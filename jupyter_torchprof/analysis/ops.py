@@ -203,7 +203,8 @@ def op_table(
     DataFrame sorted by self device time (or self CPU time when nothing ran
     on a device), columns ``name, kind, calls, self_cpu_us, cpu_total_us,
     self_device_us, device_total_us, self_cpu_pct, self_device_pct,
-    cpu_mean_us, device_mean_us`` plus grouping, ``flops`` and memory columns.
+    cpu_mean_us, device_mean_us`` plus grouping, ``flops`` (with
+    ``flops_per_s``, see `_add_flop_rate`) and memory columns.
     """
     if group_by not in GROUPINGS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
@@ -213,6 +214,8 @@ def op_table(
     kind_names = np.array(list(ev["kind"].cat.categories), dtype=object)
     table["kind"] = kind_names[table["kind"].to_numpy()]
     _add_shares_and_means(table)
+    if flops:
+        _add_flop_rate(table)
     return _ordered(table, grouping=list(labels)[1:])
 
 
@@ -317,6 +320,21 @@ def _add_shares_and_means(table: pd.DataFrame) -> None:
     table["self_device_pct"] = 100 * table["self_device_us"] / self_dev_sum if self_dev_sum > 0 else 0.0
     table["cpu_mean_us"] = table["cpu_total_us"] / table["calls"]
     table["device_mean_us"] = table["device_total_us"] / table["calls"]
+
+
+def _add_flop_rate(table: pd.DataFrame) -> None:
+    """``flops_per_s``: each row's FLOPs over its device total time, or CPU total time on a host-only run.
+
+    Total, not self, time: torch counts a convolution's FLOPs on
+    ``aten::conv2d`` while the kernels are launched by the ops below it, so
+    its self device time is 0. NaN where either side is 0 (nothing counted,
+    or no time to divide by): a rate of "0 FLOP/s" would read as "idle".
+    """
+    device = table["self_device_us"].sum() > 0
+    seconds = table["device_total_us" if device else "cpu_total_us"].to_numpy(np.float64) * 1e-6
+    flops = table["flops"].to_numpy(np.float64)
+    known = (seconds > 0) & (flops > 0)
+    table["flops_per_s"] = np.divide(flops, seconds, out=np.full(len(table), np.nan), where=known)
 
 
 def _ordered(table: pd.DataFrame, grouping: list[str]) -> pd.DataFrame:

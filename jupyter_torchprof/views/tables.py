@@ -101,11 +101,31 @@ def float_formatter(fmt: str = "0.0") -> Any:
     return NumberFormatter(format=fmt, text_align="right", nan_format="–")
 
 
-def flops_formatter() -> Any:
-    """FLOP counts with SI prefixes."""
-    from bokeh.models import NumberFormatter
+#: `format.fmt_flops` in the browser (same prefixes, digits and "–"), so a
+#: bokeh table's FLOPs read as the text and HTML tables' do.
+FMT_FLOPS_JS = """
+function fmt_flops(f, unit) {
+  if (f == null || !isFinite(f) || f === 0) return "\u2013";
+  const three = (v) => Math.abs(v) >= 99.95 ? v.toFixed(0) : String(Number(v.toPrecision(3)));
+  const a = Math.abs(f);
+  const si = [["P", 1e15], ["T", 1e12], ["G", 1e9], ["M", 1e6], ["k", 1e3]];
+  for (const [p, s] of si) { if (a >= 0.9995 * s) return three(f / s) + " " + p + unit; }
+  return three(f) + " " + unit;
+}
+"""
 
-    return NumberFormatter(format="0.00a", text_align="right", nan_format="–")
+
+def flops_formatter(unit: str = "FLOP") -> Any:
+    """FLOP counts (or rates, ``unit="FLOP/s"``) with SI prefixes, right-aligned; sorting uses the number."""
+    import json
+
+    from bokeh.models import HTMLTemplateFormatter
+
+    js = FMT_FLOPS_JS.replace("\n", " ")
+    call = f"return fmt_flops(value, {json.dumps(unit)});"
+    return HTMLTemplateFormatter(
+        template=_template('<div style="text-align:right"><%= (function(){ ' + js + call + " })() %></div>")
+    )
 
 
 def text_formatter() -> Any:
@@ -130,6 +150,13 @@ _FORMATTERS = {
     "ratio": lambda: float_formatter("0.00"),
     "flops": flops_formatter,
 }
+
+
+def column_formatter(column: Column) -> Any:
+    """The bokeh formatter of one catalog column (a FLOPs column's unit says count or rate)."""
+    if column.kind == "flops":
+        return flops_formatter(column.unit or catalog.KIND_UNITS["flops"])
+    return _FORMATTERS[column.kind]()
 
 
 def _column_data(frame: pd.DataFrame, columns: list[Column]) -> dict[str, Any]:
@@ -269,7 +296,7 @@ def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) ->
         TableColumn(
             field=c.field,
             title=c.title,
-            formatter=_FORMATTERS[c.kind](),
+            formatter=column_formatter(c),
             width=width,
             # Numbers sort largest first on the first click: that is what
             # one looks for in a profile.

@@ -43,6 +43,7 @@ TEXT_OP_KEYS = (
     "self_cpu_mem_bytes",
     "self_device_mem_bytes",
     "flops",
+    "flops_per_s",
     "calls",
 )
 #: The kernel columns of the text table.
