@@ -314,8 +314,46 @@ class Button(Node):
         super().close()
 
 
+class LazyPage(Box):
+    """A tab page made the first time it is shown (`Tabs` calls `fill`).
+
+    Until then it is an empty column: a page nobody opens costs neither the
+    time to build it (the timeline of a small run took a second) nor the
+    bytes to send it. ``build()`` returns the page's node; once built, the
+    page is this box's one child, sent to the page with the tabs around it.
+    """
+
+    def __init__(self, build: Callable[[], Node], cls: Sequence[str] = ()) -> None:
+        super().__init__((), row=False, cls=cls)
+        self._build: Callable[[], Node] | None = build
+        self.built = False
+
+    def fill(self) -> None:
+        """Build the page now, if it is not built yet (a build that raises is shown on the page)."""
+        if self.built or self._build is None:
+            return
+        build, self._build = self._build, None
+        self.built = True
+        try:
+            page = build()
+        except Exception as exc:  # noqa: BLE001 - one page failing must not take the view down
+            import html
+
+            text = f"this page could not be built: {type(exc).__name__}: {exc}"
+            page = HTML(f'<div class="jp-TorchProf-error">{html.escape(text)}</div>')
+        self.children = [page]
+
+    def close(self) -> None:  # noqa: D102 - the builder holds the view (and its profile)
+        self._build = None
+        super().close()
+
+
 class Tabs(Node):
-    """Pages under a row of tabs; ``selected_index`` is the page shown."""
+    """Pages under a row of tabs; ``selected_index`` is the page shown.
+
+    A `LazyPage` among the pages is built when it is first selected, from
+    Python or from the page, before the selection is sent or its observers run.
+    """
 
     kind = "tabs"
 
@@ -341,7 +379,25 @@ class Tabs(Node):
 
     @selected_index.setter
     def selected_index(self, v: int) -> None:
-        self._set("selected_index", int(v))
+        self._select(int(v), from_page=False)
+
+    def fill(self, index: int) -> None:
+        """Build page ``index`` if it is a `LazyPage` not built yet; the tabs are sent again with it.
+
+        The whole tab set is sent, not the page alone: the page keeps which
+        page is hidden on the tab set's element, which a page sent alone
+        would lose.
+        """
+        page = self._children[index] if 0 <= index < len(self._children) else None
+        if isinstance(page, LazyPage) and not page.built:
+            with _batch(self.surface):
+                page.fill()
+                self.changed()
+
+    def _select(self, index: int, from_page: bool) -> None:
+        with _batch(self.surface):
+            self.fill(index)
+            self._set("selected_index", index, from_page=from_page)
 
     def children_nodes(self) -> list[Node]:  # noqa: D102
         return self._children
@@ -351,7 +407,14 @@ class Tabs(Node):
 
     def set_from_page(self, value: Any) -> None:  # noqa: D102
         if isinstance(value, int) and 0 <= value < len(self._children):
-            self._set("selected_index", value, from_page=True)
+            self._select(value, from_page=True)
+
+
+def _batch(surface: Any) -> Any:
+    """The surface's batch (changes sent together), or nothing when no surface shows the node."""
+    import contextlib
+
+    return surface.batch() if surface is not None else contextlib.nullcontext()
 
 
 class Details(Node):

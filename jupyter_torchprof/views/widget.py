@@ -30,14 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..analysis.links import linked_events
 from ..format import esc, fmt_count, headline_chips
 from . import ui as W
 from .memory import build_memory, has_memory
 from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
-from .timeline import Timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.profile import Profile
+    from .timeline import Timeline
 
 #: Views kept alive; older ones are closed so that re-running a cell many
 #: times does not keep every old profile in memory.
@@ -133,23 +134,30 @@ class ProfileView(OneWidget):
 
     def __init__(self, profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False) -> None:
         self.profile = profile
+        self._max_glyphs, self._all_frames = max_glyphs, all_frames
         self.header = W.HTML(header_html(profile), cls=["jp-TorchProf-headerbox"])
         # The slot the findings fill once `Profile.findings` exists.
         self.findings = W.HTML(self._findings_html(), cls=["jp-TorchProf-findingsbox"])
         self.findings.layout.display = None if self.findings.value else "none"
 
-        self.timeline = Timeline(profile, max_glyphs=max_glyphs, all_frames=all_frames)
         self.ops = OpTable(profile)
+        self._timeline: Timeline | None = None
+        self._kernels: KernelTable | None = None
+        #: Events a table selection outlines, kept until the timeline is built.
+        self._pending_highlight: tuple[str, np.ndarray, np.ndarray, str] | None = None
         device = bool(profile.summary["device_traced"]) and not profile.kernels.empty
-        self.kernels = KernelTable(profile) if device else None
 
+        # Only the Ops page is built now; the others when first shown (`ui.LazyPage`).
         pages: list[tuple[str, W.Node]] = [(f"Ops ({fmt_count(len(profile.ops))})", self._ops_page())]
-        if self.kernels is not None:
-            pages.append((f"Kernels ({fmt_count(len(profile.kernels))})", self._kernels_page()))
-        pages.append(("Timeline", self._timeline_page()))
+        self._kernel_slot = W.LazyPage(self._kernels_page) if device else None
+        if self._kernel_slot is not None:
+            pages.append((f"Kernels ({fmt_count(len(profile.kernels))})", self._kernel_slot))
+        self._timeline_slot = W.LazyPage(self._timeline_page)
+        pages.append(("Timeline", self._timeline_slot))
         self._timeline_tab = len(pages) - 1
-        if has_memory(profile):
-            pages.append(("Memory", self._memory_page()))
+        self._memory_slot = W.LazyPage(self._memory_page) if has_memory(profile) else None
+        if self._memory_slot is not None:
+            pages.append(("Memory", self._memory_slot))
         self.tabs = W.Tabs([p for _, p in pages], [t for t, _ in pages], cls=["jp-TorchProf-tabs"])
         # Export: format menu, button, what was written and a download link.
         from .export_control import ExportControl
@@ -159,6 +167,51 @@ class ProfileView(OneWidget):
             [self.header, self.findings, self.tabs, self.export.box], cls=["jp-TorchProf-view"]
         )
         self._surface: Any = None
+
+    # -- pages built when first shown ----------------------------------------------
+
+    @property
+    def timeline(self) -> Timeline:
+        """The timeline (its page is built on first use: here, or when its tab is first shown)."""
+        self.tabs.fill(self._timeline_tab)
+        assert self._timeline is not None, "the timeline page could not be built"
+        return self._timeline
+
+    @property
+    def kernels(self) -> KernelTable | None:
+        """The kernel table (built with its page on first use); None without device kernels."""
+        if self._kernel_slot is None:
+            return None
+        self.tabs.fill(self.tabs.children.index(self._kernel_slot))
+        return self._kernels
+
+    #: Attributes set by a page's builder, and the page that sets each.
+    _PAGE_ATTRS = {
+        **dict.fromkeys(
+            ("k_page", "k_filter", "k_per_step", "k_status", "k_all", "k_selection", "k_goto", "k_module"),
+            "kernels",
+        ),
+        **dict.fromkeys(("tl_hint", "tl_detail"), "timeline"),
+    }
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for attributes not set yet: those of a page not built yet build it.
+        page = ProfileView._PAGE_ATTRS.get(name)
+        if page is None or "tabs" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        getattr(self, page)
+        if name not in self.__dict__:
+            raise AttributeError(f"{name!r}: this profile has no {page} page")
+        return self.__dict__[name]
+
+    def built_pages(self) -> list[str]:
+        """Titles of the pages built so far (the Ops page always is)."""
+        tabs = self.tabs
+        return [
+            tabs.get_title(i)
+            for i, page in enumerate(tabs.children)
+            if not isinstance(page, W.LazyPage) or page.built
+        ]
 
     def _shown(self) -> Any:
         return self.profile
@@ -214,8 +267,8 @@ class ProfileView(OneWidget):
         return self._table_page(page, [self.op_group, self.op_mode], "ops", "jp-TorchProf-optable")
 
     def _kernels_page(self) -> W.Node:
-        assert self.kernels is not None
-        page = TablePage(self.profile, self.kernels, "filter kernels: substring, or regex like gemm|conv")
+        self._kernels = KernelTable(self.profile)
+        page = TablePage(self.profile, self._kernels, "filter kernels: substring, or regex like gemm|conv")
         modules = list(self.profile.modules["module"]) if not self.profile.modules.empty else []
         # Module → its kernels: only where modules were recorded (--modules, --stack).
         self.k_module = W.Dropdown(
@@ -241,7 +294,9 @@ class ProfileView(OneWidget):
         return page.layout(extra, self._bokeh_model(page.table.model, cls))
 
     def _timeline_page(self) -> W.Node:
-        tl = self.timeline
+        from .timeline import Timeline  # bokeh.plotting with it: not on the first view's path
+
+        tl = self._timeline = Timeline(self.profile, max_glyphs=self._max_glyphs, all_frames=self._all_frames)
         hint = "drag to pan · Ctrl + wheel or the box tool to zoom · click an op or a kernel to link it"
         if not tl.detailed:
             hint += " · narrow events are merged until you zoom in"
@@ -257,6 +312,8 @@ class ProfileView(OneWidget):
         tl.on_pick = lambda pairs: setattr(self.tl_detail, "value", _details_html(pairs))
         tl.attach()
         figure = self._bokeh_model(tl.model, "jp-TorchProf-timeline")
+        if self._pending_highlight is not None:
+            self._outline(*self._pending_highlight)
         return W.VBox([self.tl_hint, figure, self.tl_detail], cls=["jp-TorchProf-page"])
 
     def _memory_page(self) -> W.Node:
@@ -274,26 +331,51 @@ class ProfileView(OneWidget):
                 return  # the same change delivered twice, or echoed back
             last[0] = key
             page = self.op_page if which == "ops" else self.k_page
-            table, label, button = page.table, page.selection, page.goto
             if not key:
                 page.clear_selection()
-                self.timeline.highlight(np.array([], dtype=np.int64))
+                self._pending_highlight = None
+                if self._timeline is not None:
+                    self._timeline.highlight(np.array([], dtype=np.int64))
                 return
+            table = page.table
             rows = np.unique(np.concatenate([table.event_rows(i) for i in key]))
-            linked = self.timeline.linked(rows)
-            drawn = self.timeline.highlight(np.concatenate([rows, linked]))
             names = table.shown.iloc[list(key)]["name"].astype(str).tolist()
             what = names[0] if len(names) == 1 else f"{len(names)} rows"
-            n_linked = len(linked)
-            text = (
-                f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(n_linked)} linked "
-                f"launch/kernel event(s); {fmt_count(drawn)} outlined in the timeline"
-            )
-            label.value = esc(text)
             page.rows = rows
-            button.layout.display = None if drawn else "none"
+            if self._timeline is None:
+                # Not built: the outline waits for it (a row click does not
+                # pay for a page nobody opened); the links are known now.
+                linked = linked_events(self.profile.events, rows, self._activity_rows())
+                self._pending_highlight = (which, rows, linked, what)
+                page.selection.value = esc(
+                    f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(len(linked))} linked "
+                    "launch/kernel event(s); outlined in the timeline when its tab is opened"
+                )
+                page.goto.layout.display = None
+                return
+            self._outline(which, rows, self._timeline.linked(rows), what)
 
         return handler
+
+    def _activity_rows(self) -> np.ndarray:
+        """Device activity with a launching op (`Timeline`'s own, without building it)."""
+        from ..trace import categories as K
+
+        ev = self.profile.events
+        return np.flatnonzero(K.kind_mask(ev, K.DEVICE_ACTIVITY) & (ev["op"].to_numpy() >= 0))
+
+    def _outline(self, which: str, rows: np.ndarray, linked: np.ndarray, what: str) -> None:
+        """Outline ``rows`` and ``linked`` in the (built) timeline; the selection line says how many."""
+        assert self._timeline is not None
+        self._pending_highlight = None
+        page = self.op_page if which == "ops" else self.k_page
+        drawn = self._timeline.highlight(np.concatenate([rows, linked]))
+        text = (
+            f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(len(linked))} linked "
+            f"launch/kernel event(s); {fmt_count(drawn)} outlined in the timeline"
+        )
+        page.selection.value = esc(text)
+        page.goto.layout.display = None if drawn else "none"
 
     def _goto(self, rows: np.ndarray) -> None:
         window = self.timeline.extent(rows)
