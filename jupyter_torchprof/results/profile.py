@@ -56,6 +56,10 @@ class CaptureInfo:
         The CPU time the code took in each recorded step, in step order, as
         the capture measured it (`capture.runner.own_cpu_us`; the trace
         holds wall times only); empty when not measured.
+    phases
+        Wall seconds per phase of the run, in the order they ran: set-up,
+        the capture's (`capture.runner.PHASES`), parse, store, tables,
+        view. What a first run in a fresh kernel spends besides its steps.
     """
 
     device: str = "cpu"
@@ -69,6 +73,7 @@ class CaptureInfo:
     parse_s: float = 0.0
     compile_s: float | None = None
     step_cpu_us: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class Profile:
