@@ -46,7 +46,11 @@ done
 total=3
 [ "$want_browser" = 1 ] && total=4
 n=0
+# took: how long the step before took (printed when the next one starts).
+took() { [ "$n" = 0 ] || [ "$dry_run" = 1 ] || printf '    (took %dm%02ds)\n' $((SECONDS / 60)) $((SECONDS % 60)); }
 step() {
+  took
+  SECONDS=0
   n=$((n + 1))
   printf '\n==> [%d/%d] %s\n' "$n" "$total" "$1"
   [ -n "${2:-}" ] && printf '    %s\n' "$2"
@@ -91,7 +95,7 @@ else
 fi
 
 step "jupyter_torchprof with its test extras: pip install \".[test]\"" \
-  "(about 100 packages, then the JupyterLab extension is built with npm: npm install fills node_modules (~0.5 GB) and webpack bundles it; 3-8 minutes the first time, pip shows a spinner while npm runs)"
+  "(about 140 packages, then the JupyterLab extension is built with npm: npm install fills node_modules (~0.5 GB) and webpack bundles it; 3-8 minutes the first time, pip shows a spinner while npm runs)"
 if ! command -v npm >/dev/null; then
   echo "setup.sh: npm (Node.js >= 18) is needed to build the JupyterLab extension" >&2
   [ "$dry_run" = 1 ] || exit 1
@@ -117,5 +121,6 @@ if [ "$dry_run" = 1 ]; then
   echo "dry run: nothing was changed"
   exit 0
 fi
+took
 echo
 echo "setup done: $(python -c 'import jupyter_torchprof, torch; print("jupyter_torchprof", jupyter_torchprof.__version__, "· torch", torch.__version__)')"
