@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from tracefiles import raw_events
 
@@ -179,3 +180,168 @@ def test_kernel_view_shows_the_kernels_of_one_module(tmp_path):
         assert set(view.kernels.shown["name"]) == {"gemm_kernel", "relu_kernel"}
     finally:
         view.close()
+
+
+# --------------------------------------------------------------------------- #
+# backward work: the module of the forward op that made its autograd node
+
+TRAIN_STEPS = 2
+BACKWARD = " · backward"
+
+
+@pytest.fixture
+def train_run(shell):
+    shell.run_cell(
+        "import torch\n"
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Sequential(\n"
+        "    torch.nn.Linear(8, 16), torch.nn.ReLU(),\n"
+        "    torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh()),\n"
+        "    torch.nn.Linear(16, 4),\n"
+        ")\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "x = torch.randn(32, 8)\n"
+    )
+    shell.run_cell_magic(
+        "torchprof",
+        f"--modules --record-shapes --steps {TRAIN_STEPS} -q -o r",
+        "opt.zero_grad()\nloss = model(x).pow(2).mean()\nloss.backward()\nopt.step()\n",
+    )
+    return shell.user_ns["r"]
+
+
+def _expected_backward_modules(path):
+    """For every host event under a backward node: the expected module label, from the file alone.
+
+    Forward ops are the ops with a ``Sequence number`` and a ``Fwd thread id`` of 0 (or none);
+    a backward node (``autograd::engine::evaluate_function: …``, which has
+    both) belongs to the latest forward op with its number started before it,
+    and that op's module is its innermost ``nn.Module: `` range.
+    """
+    events = [e for e in raw_events(path) if e.get("ph") == "X"]
+    ranges = [e for e in events if str(e.get("name", "")).startswith("nn.Module: ")]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+
+    def inside(op, r):
+        return (
+            r is not op
+            and r["tid"] == op["tid"]
+            and r["ts"] <= op["ts"]
+            and op["ts"] + op["dur"] <= r["ts"] + r["dur"]
+        )
+
+    def module(op):
+        around = [r for r in ranges if inside(op, r)]
+        return min(around, key=lambda r: r["dur"])["name"].removeprefix("nn.Module: ") if around else ""
+
+    # torch writes the forward thread's id on backward ops, 0 on forward ops
+    forward = [o for o in ops if "Sequence number" in o["args"] and not o["args"].get("Fwd thread id")]
+    nodes = [o for o in ops if o["name"].startswith("autograd::engine::evaluate_function: ")]
+    expected = {}
+    for node in nodes:
+        seq = node["args"].get("Sequence number")
+        before = [f for f in forward if f["args"]["Sequence number"] == seq and f["ts"] <= node["ts"]]
+        fwd = max(before, key=lambda f: f["ts"]) if before else None
+        label = module(fwd) if fwd is not None else ""
+        for e in [node, *[o for o in ops if inside(o, node)]]:
+            expected[(e["tid"], e["ts"], e["name"])] = label + BACKWARD if label else ""
+    return expected
+
+
+def test_backward_ops_get_the_module_of_their_forward_op(train_run):
+    expected = _expected_backward_modules(train_run.trace_path)
+    ev = train_run.events
+    t0 = train_run.meta.t0_us
+    module_of = train_run.module_of.astype(str).to_numpy()
+    rows = {
+        (int(tid), round(float(ts) + t0, 3), str(name)): i
+        for i, (tid, ts, name) in enumerate(zip(ev["tid"], ev["ts"], ev["name"].astype(str), strict=True))
+    }
+    got = {k: module_of[rows[(k[0], round(k[1], 3), k[2])]] for k in expected}
+    assert got == expected
+    # Every module of the tree shows its backward work; the loss's own ops (pow,
+    # mean) ran outside the model, so their backward nodes have none.
+    assert set(expected.values()) == {
+        "model.0 (Linear) · backward",
+        "model.1 (ReLU) · backward",
+        "model.2.0 (Linear) · backward",
+        "model.2.1 (Tanh) · backward",
+        "model.3 (Linear) · backward",
+        "",
+    }
+    loss_nodes = {k[2] for k, v in expected.items() if k[2].startswith("autograd::engine") and not v}
+    assert {
+        "autograd::engine::evaluate_function: MeanBackward0",
+        "autograd::engine::evaluate_function: PowBackward0",
+    } <= loss_nodes
+
+
+def test_grouping_by_module_splits_the_backward_nodes(train_run):
+    by_module = train_run.op_table("module")
+    node = by_module[by_module["name"] == "autograd::engine::evaluate_function: AddmmBackward0"]
+    # One AddmmBackward0 per Linear and step, each row under its Linear's backward.
+    assert dict(zip(node["module"], node["calls"], strict=True)) == {
+        "model.0 (Linear) · backward": TRAIN_STEPS,
+        "model.2.0 (Linear) · backward": TRAIN_STEPS,
+        "model.3 (Linear) · backward": TRAIN_STEPS,
+    }
+    by_name = by_module.groupby("name")["calls"].sum()
+    assert by_name.to_dict() == train_run.ops.set_index("name")["calls"].to_dict()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a100_nccl_rank0.pt.trace.json.gz",
+        "v100_ddp_ns_timestamps.pt.trace.json.gz",
+        "mi250_rocm_train.pt.trace.json.gz",
+    ],
+)
+def test_backward_link_is_kinetos_fwdbwd_flow(name):
+    """On real GPU traces (no modules recorded): the sequence-number link draws Kineto's own fwdbwd arrows."""
+    from tracefiles import real_trace
+
+    from jupyter_torchprof.analysis.modules import backward_nodes, forward_of_backward
+
+    path = real_trace(name)
+    raw = raw_events(path)
+    flows: dict = {}
+    for e in raw:
+        if e.get("cat") == "fwdbwd":
+            flows.setdefault(e["id"], {})[e["ph"]] = (e["tid"], e["ts"])
+    pairs = [(f["s"], f["f"]) for f in flows.values() if "s" in f and "f" in f]
+    assert len(pairs) >= 4  # MI250: 4 pairs; the DDP traces: hundreds
+    p = load(str(path))
+    ev = p.events  # parsed columns with the call tree's parent and depth
+    t0 = p.meta.t0_us
+    parent = ev["parent"].to_numpy()
+    fwd = forward_of_backward(ev, parent, ev["depth"].to_numpy())
+    is_node = backward_nodes(ev)
+    ops = np.flatnonzero(ev["kind"].astype(str).to_numpy() == "cpu_op")
+    at = {}
+    for i in ops.tolist():
+        at.setdefault((int(ev["tid"].iat[i]), round(float(ev["ts"].iat[i]) + t0, 3)), []).append(i)
+    linked = 0
+    for (s_tid, s_ts), (f_tid, f_ts) in pairs:
+        # The flow ends on the node's inner op (AddmmBackward0); its parent is the engine's node.
+        (end,) = [i for i in at[(f_tid, round(f_ts, 3))] if not is_node[i]]
+        node = int(parent[end])
+        assert is_node[node]
+        start = at[(s_tid, round(s_ts, 3))]
+        assert int(fwd[node]) in start, (ev["name"].iat[node], [ev["name"].iat[i] for i in start])
+        linked += 1
+    assert linked == len(pairs)
+
+
+def test_sequence_numbers_are_read_from_the_file():
+    """The parsed ``sequence`` column holds each host op's ``Sequence number`` (-1 where none)."""
+    from tracefiles import real_trace
+
+    path = real_trace("v100_ddp_ns_timestamps.pt.trace.json.gz")
+    raw = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    expected = sorted((e["name"], int(e.get("args", {}).get("Sequence number", -1))) for e in raw)
+    ev = load(str(path)).events
+    ops = ev[ev["kind"].astype(str) == "cpu_op"]
+    got = sorted(zip(ops["name"].astype(str), ops["sequence"].astype(int), strict=True))
+    assert got == expected
+    assert sum(s >= 0 for _, s in got) == sum("Sequence number" in e.get("args", {}) for e in raw) > 1000

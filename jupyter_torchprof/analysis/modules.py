@@ -11,7 +11,23 @@ Module calls reach the trace in one of three ways:
 
 An op's module is the innermost module range enclosing it on its thread
 (the ranges nest on the host call tree like any other), else its TorchScript
-hierarchy. Everything here is pure: events and tree in, arrays and tables out.
+hierarchy.
+
+Backward work runs after every module call has returned, so no range encloses
+it. It gets the module of the forward op that made its autograd node, marked
+``MODULE · backward`` (e.g. ``model.0 (Linear) · backward``): a separate row
+when ops are grouped by module, so forward and backward time stay apart. The
+link is the autograd ``Sequence number`` (the parsed ``sequence`` column): the
+engine's ``autograd::engine::evaluate_function: AddmmBackward0`` node carries
+the number of the forward op (``aten::addmm``) that created it, and every op
+under the node (``AddmmBackward0``, ``aten::mm`` ...) is that node's work.
+Numbers count per forward thread and only grow, so the forward op taken is the
+latest one with the node's number that started before it (Kineto's ``fwdbwd``
+flows draw the same arrow; the number is on the events themselves). A node
+whose forward op ran outside every module (``aten::sum`` of the loss) or has
+no number (``AccumulateGrad``) gets no module, as before.
+
+Everything here is pure: events and tree in, arrays and tables out.
 """
 
 from __future__ import annotations
@@ -24,6 +40,10 @@ from .tree import nearest_ancestor
 
 #: Prefix of a module range's name (ours and torch's Python tracer's).
 MODULE_PREFIX = "nn.Module: "
+#: How torch names the autograd engine's call of one backward node.
+BACKWARD_NODE_PREFIX = "autograd::engine::evaluate_function: "
+#: Appended to a forward module's label for the backward work it caused.
+BACKWARD_SUFFIX = " · backward"
 
 _MODULE_TABLE_COLUMNS = [
     "module", "calls", "cpu_total_us", "self_cpu_us", "device_total_us", "ops", "kernels",
@@ -56,7 +76,9 @@ def module_of(events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray) -> pd
     """The module each event ran in, as a label (empty where none is known).
 
     The innermost enclosing module range wins; events outside every range
-    keep TorchScript's ``Module Hierarchy`` when the trace has one.
+    keep TorchScript's ``Module Hierarchy`` when the trace has one, and
+    backward work outside every range gets its forward op's module with
+    `BACKWARD_SUFFIX` (see the module docstring).
     """
     owner = enclosing_module(events, parent, depth)
     names = events["name"]
@@ -66,7 +88,68 @@ def module_of(events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray) -> pd
     if "module" in events.columns and events["module"].notna().any():
         script = events["module"].astype(object).fillna("").to_numpy()
         out = np.where(owner >= 0, out, script)
+    backward = backward_modules(events, parent, depth, out)
+    out = np.where((owner < 0) & (backward != ""), backward, out)
     return pd.Series(pd.Categorical(out), index=events.index)
+
+
+def backward_nodes(events: pd.DataFrame) -> np.ndarray:
+    """Whether each event is the autograd engine's call of a backward node (a host op)."""
+    cats = events["name"].cat.categories
+    hit = np.array([isinstance(c, str) and c.startswith(BACKWARD_NODE_PREFIX) for c in cats] + [False])
+    return hit[events["name"].cat.codes.to_numpy()] & K.kind_mask(events, (K.CPU_OP,))
+
+
+def forward_of_backward(events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """For each backward node, the row of the forward op that created it (-1 elsewhere or unknown).
+
+    The forward op is the latest op outside backward work, with the node's
+    ``sequence`` number, that started before the node.
+    """
+    n = len(events)
+    result = np.full(n, -1, dtype=np.int64)
+    is_node = backward_nodes(events)
+    if "sequence" not in events.columns or not is_node.any():
+        return result
+    seq = events["sequence"].to_numpy()
+    in_backward = is_node | (nearest_ancestor(parent, depth, is_node) >= 0)
+    forward = np.flatnonzero((seq >= 0) & ~in_backward & K.kind_mask(events, (K.CPU_OP,)))
+    nodes = np.flatnonzero(is_node & (seq >= 0))
+    rows = np.concatenate([forward, nodes])
+    is_query = np.concatenate([np.zeros(len(forward), bool), np.ones(len(nodes), bool)])
+    # By number, then start time, forward ops before a node starting at the same
+    # time: the forward op a node takes is the last one before it in this order.
+    order = np.lexsort((is_query, events["ts"].to_numpy()[rows], seq[rows]))
+    rows, is_query = rows[order], is_query[order]
+    last = np.maximum.accumulate(np.where(is_query, -1, np.arange(len(rows))))
+    hit = is_query & (last >= 0)
+    hit[hit] = seq[rows[last[hit]]] == seq[rows[hit]]
+    result[rows[hit]] = rows[last[hit]]
+    return result
+
+
+def backward_modules(
+    events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, forward: np.ndarray
+) -> np.ndarray:
+    """``"<module> · backward"`` for every event of a backward node whose forward op had a module, else "".
+
+    ``forward`` is each event's own module label ("" for none), from which
+    the forward op's is read.
+    """
+    n = len(events)
+    out = np.full(n, "", dtype=object)
+    fwd = forward_of_backward(events, parent, depth)
+    nodes = np.flatnonzero(fwd >= 0)
+    if not len(nodes):
+        return out
+    node_label = np.full(n, "", dtype=object)
+    known = forward[fwd[nodes]] != ""
+    node_label[nodes[known]] = forward[fwd[nodes[known]]] + BACKWARD_SUFFIX
+    is_node = backward_nodes(events)
+    top = np.where(is_node, np.arange(n), nearest_ancestor(parent, depth, is_node))
+    inside = np.flatnonzero(top >= 0)
+    out[inside] = node_label[top[inside]]
+    return out
 
 
 def has_modules(events: pd.DataFrame) -> bool:

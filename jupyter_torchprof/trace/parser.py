@@ -179,7 +179,9 @@ class TraceData:
         ``occupancy``, ``blocks_per_sm``, ``warps_per_sm`` (float);
         ``input_dims``, ``input_types``, ``concrete_inputs``, ``stack``,
         ``module``, ``kernel_file`` (categoricals, may be all missing);
-        ``python_id``, ``python_parent_id`` (int64).
+        ``python_id``, ``python_parent_id`` (int64); ``sequence`` (int64, host
+        ops only: the autograd ``Sequence number``, shared by a forward op
+        and its backward node; -1 where none).
     memory
         ``[memory]`` instant events: ``ts``, ``pid``, ``tid``, ``bytes``,
         ``total_allocated``, ``total_reserved``, ``device_type``, ``device_id``.
@@ -685,6 +687,7 @@ class _Builder:
             else:
                 python = [(a.call_stack, a.module_hierarchy) for a in oargs]
         out["python"] = self._group_codes(m, ops, "python", python)
+        out["sequence"] = _scatter(m, ops, _ints_at(oargs, "sequence"), -1)
         del oargs
 
         py = np.flatnonzero(kind == _KIND_CODE[K.PYTHON_FUNCTION])
@@ -1377,6 +1380,7 @@ _EVENT_COLUMNS = {
     "module": "category",
     "python_id": np.int64,
     "python_parent_id": np.int64,
+    "sequence": np.int64,
 }
 
 

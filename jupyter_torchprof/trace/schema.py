@@ -62,6 +62,8 @@ class EventArgs(msgspec.Struct, frozen=True, gc=False):
     kernel_file: str = ""
     python_id: int = msgspec.field(default=-1, name="Python id")
     python_parent_id: int = msgspec.field(default=-1, name="Python parent id")
+    # An autograd op's node number: a backward node carries its forward op's.
+    sequence: int = msgspec.field(default=-1, name="Sequence number")
 
 
 NO_ARGS = EventArgs()
@@ -206,6 +208,7 @@ class LooseEventArgs(msgspec.Struct, frozen=True, gc=False):
     kernel_file: Any = None
     python_id: Any = msgspec.field(default=None, name="Python id")
     python_parent_id: Any = msgspec.field(default=None, name="Python parent id")
+    sequence: Any = msgspec.field(default=None, name="Sequence number")
     name: Any = None
     labels: Any = None
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")

@@ -51,6 +51,7 @@ DETAIL_COLUMNS = (
     "kernel_file",
     "python_id",
     "python_parent_id",
+    "sequence",
 )
 
 

@@ -56,6 +56,7 @@ _X = [
     ("x_bps", np.float64), ("x_wps", np.float64), ("x_grid", np.int32), ("x_block", np.int32),
     ("x_dims", np.int32), ("x_types", np.int32), ("x_conc", np.int32), ("x_kf", np.int32),
     ("x_cs", np.int32), ("x_mh", np.int32), ("x_pyid", np.int64), ("x_pypid", np.int64),
+    ("x_seq", np.int64),
     ("x_flags", np.uint8), ("x_pid_s", np.int32), ("x_tid_s", np.int32), ("x_stream_s", np.int32),
 ]  # fmt: skip
 _M = [
@@ -373,6 +374,7 @@ def _commit_x(
     ops = np.flatnonzero(kind == P._KIND_CODE[K.CPU_OP])
     out["shapes"] = _group(m, ops, _shape_codes(b, c, ops, raws, P._SEP))
     out["python"] = _group(m, ops, _python_codes(b, c, ops, strs))
+    out["sequence"] = P._scatter(m, ops, c["x_seq"][ops], -1)
     is_py = kind == P._KIND_CODE[K.PYTHON_FUNCTION]
     out["python_id"] = np.where(is_py, c["x_pyid"], -1)
     out["python_parent_id"] = np.where(is_py, c["x_pypid"], -1)

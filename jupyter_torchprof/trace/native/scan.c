@@ -47,7 +47,7 @@ enum {
     X_NAME, X_CAT, X_PID, X_TID, X_TS, X_DUR, X_EXT, X_CORR, X_DEVICE, X_STREAM,
     X_BYTES, X_REGISTERS, X_SHARED, X_OCCUPANCY, X_BPS, X_WPS,
     X_GRID, X_BLOCK, X_DIMS, X_TYPES, X_CONC, X_KF, X_CS, X_MH, X_PYID, X_PYPID,
-    X_FLAGS, X_PID_S, X_TID_S, X_STREAM_S,
+    X_SEQ, X_FLAGS, X_PID_S, X_TID_S, X_STREAM_S,
     M_NAME, M_TS, M_PID, M_TID, M_BYTES, M_ALLOC, M_RES, M_DTYPE, M_DID, M_FLAGS, M_PID_S, M_TID_S,
     F_CAT, F_ID, F_START, F_PID, F_TID, F_TS, F_FLAGS, F_PID_S, F_TID_S,
     MD_START, MD_END,
@@ -77,7 +77,7 @@ enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARGS, N_TOP };
 enum {
     A_EXT, A_CORR, A_DEVICE, A_STREAM, A_BYTES, A_GRID, A_BLOCK, A_REGISTERS, A_SHARED,
     A_OCCUPANCY, A_BPS, A_WPS, A_DIMS, A_TYPES, A_CONC, A_CS, A_MH, A_KF, A_PYID, A_PYPID,
-    A_MBYTES, A_TALLOC, A_TRES, A_DTYPE, A_DID, N_ARGS
+    A_MBYTES, A_TALLOC, A_TRES, A_DTYPE, A_DID, A_SEQ, N_ARGS
 };
 
 static const char *const ARG_KEYS[N_ARGS] = {
@@ -85,7 +85,7 @@ static const char *const ARG_KEYS[N_ARGS] = {
     "registers per thread", "shared memory", "est. achieved occupancy %", "blocks per SM",
     "warps per SM", "Input Dims", "Input type", "Concrete Inputs", "Call stack",
     "Module Hierarchy", "kernel_file", "Python id", "Python parent id",
-    "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id",
+    "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id", "Sequence number",
 };
 
 typedef struct {
@@ -574,6 +574,7 @@ static int emit_x(Ctx *c, const Ev *ev) {
     TRY(req_str(c, &a[A_MH], &COL(X_MH, int32_t)[i]));
     TRY(opt_int(&a[A_PYID], &COL(X_PYID, int64_t)[i]));
     TRY(opt_int(&a[A_PYPID], &COL(X_PYPID, int64_t)[i]));
+    TRY(opt_int(&a[A_SEQ], &COL(X_SEQ, int64_t)[i]));
     COL(X_FLAGS, uint8_t)[i] = flags;
     c->cnt[C_X] = i + 1;
     return TP_OK;
@@ -688,7 +689,7 @@ static const int8_t ARGS_BY_LEN[MAX_ARG_LEN + 1][5] = {
     [12] = {K1(A_WPS)},
     [13] = {K1(A_SHARED), K1(A_BPS)},
     [14] = {K1(A_TRES)},
-    [15] = {K1(A_CONC), K1(A_TALLOC)},
+    [15] = {K1(A_CONC), K1(A_TALLOC), K1(A_SEQ)},
     [16] = {K1(A_MH), K1(A_PYPID)},
     [20] = {K1(A_REGISTERS)},
     [25] = {K1(A_OCCUPANCY)},
