@@ -114,6 +114,8 @@ def code_fingerprint() -> str:
         for col in value
     )
     rules = sorted(str(rule[0]) for rule in findings.RULES)
+    # A rule that changes what it reports (not only a new rule) bumps this.
+    rules.append(f"version {findings.RULES_VERSION}")
     return hashlib.sha256(json.dumps([catalog, rules]).encode()).hexdigest()[:16]
 
 

@@ -72,6 +72,7 @@ __all__ = [
     "MEDIUM",
     "NOT_CHECKED",
     "RULES",
+    "RULES_VERSION",
     "SEVERITIES",
     "THRESHOLDS",
     "Finding",
@@ -86,6 +87,11 @@ __all__ = [
 ]
 
 Rule = Callable[[Inputs, Thresholds], list[Finding]]
+
+#: Bumped whenever a rule changes what it reports, so cached findings of an
+#: older version are recomputed (`results.cache.code_fingerprint`).
+#: 2: the addmm bias copy is no copy finding; repeating idle gaps merged.
+RULES_VERSION = 2
 
 #: Every rule: (id, label, needs device data, function).
 RULES: list[tuple[str, str, bool, Rule]] = [
