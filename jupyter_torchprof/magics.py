@@ -127,17 +127,29 @@ class TorchProf(Magics):
     def torchprof(self, line: str, cell: str | None = None) -> Any:
         """Profile a cell (or one statement) with torch.profiler.
 
-        The cell runs ``warmup + steps`` times: first unprofiled warm-up runs,
-        then ``steps`` profiled runs, each followed by a device
-        synchronisation. Its printed output and the value of its last line
-        appear once (from the first run). The profile is shown inline and kept
-        in ``_torchprof`` (and in ``-o VAR``); its tables are pandas
-        DataFrames (``_torchprof.ops``, ``_torchprof.kernels``).
+        The cell runs ``warmup + 1 + steps`` times: ``warmup`` unprofiled
+        runs, one run under the profiler whose events are discarded (torch's
+        schedule warm-up step, so the profiler's start-up cost stays out of
+        the numbers), then ``steps`` profiled runs, each a ``ProfilerStep#k``
+        range that ends with a device synchronisation. Intel Gaudi (HPU), TorchTPU and
+        TorchNeuron get at least 3 warm-up runs (they compile on their first
+        runs). Its printed output and the value of its last line appear once
+        (from the first run). The profile is shown inline and kept in
+        ``_torchprof`` (and in ``-o VAR``); its tables are pandas DataFrames
+        (``_torchprof.ops``, ``_torchprof.kernels``).
 
         Side effects of the cell (appending to a list, an optimizer step)
-        happen once per run. With ``--compare`` the cell runs both eagerly and
-        through ``torch.compile`` (compilation happens during the warm-up and
-        is timed separately), so its side effects happen in both modes.
+        happen on every run. ``--compile`` runs the compiled cell
+        ``max(warmup, 2) + 1 + steps`` times (compilation happens in the
+        warm-up and is timed separately). ``--compare`` runs the cell
+        ``warmup + 1 + steps`` times eagerly, ``max(warmup, 2) + 1 + steps``
+        times compiled, then ``max(steps, 8)`` more times in each mode,
+        unprofiled and alternating, to time the two side by side (not with
+        ``--compile-names``); side effects happen in both modes.
+
+        Without magics, ``jupyter_torchprof.profile(fn, *args, **options)``
+        takes the same options as keyword arguments (``--row-limit`` ->
+        ``row_limit=``; ``help(jupyter_torchprof.profile)`` lists them).
 
         Examples::
 
