@@ -42,6 +42,10 @@ class RunSession:
         self.settings = settings
         #: Run folder → (the thread packing its trace or None, the trace): the table cache waits for it.
         self._packing: dict[Path, tuple[Any, Path]] = {}
+        #: When the current run's set-up began (the session's start, then each capture's end).
+        self._mark = time.perf_counter()
+        #: Seconds the last `_keep_tables` took on this thread.
+        self._cache_s = 0.0
 
     def _setting(self, value: Any, trait: str) -> Any:
         return getattr(self.settings, trait) if value is None else value
@@ -233,12 +237,14 @@ class RunSession:
         ``with`` block's own exception, which propagates by itself).
         """
         __tracebackhide__ = True  # noqa: F841
-        progress.finish(timing_line(result, profile))
+        if not getattr(progress, "notebook", True):
+            progress.finish()  # a terminal's line goes before the tables print under it
         if profile is not None:
             self._apply_view_settings(profile, args)
-            self._publish(profile, args)
-            if result.error is None:
-                self._export(profile, args)
+            self._shown_timed(profile, args, progress)
+        progress.finish(timing_line(result, profile))
+        if profile is not None and result.error is None:
+            self._export(profile, args)
         if result.error is not None:
             if reraise:
                 raise_capture_error(result.error)
@@ -314,6 +320,7 @@ class RunSession:
         """
         __tracebackhide__ = True  # noqa: F841
         profile = None
+        setup_s = time.perf_counter() - self._mark
         try:
             result = take()
             if result.trace_path is not None:
@@ -321,6 +328,7 @@ class RunSession:
                 profile = self._build_profile(
                     result, target, options, code, args, started, run_dir, store, name, extra_info, progress
                 )
+                profile.capture.phases = {"set-up": setup_s, **profile.capture.phases}
             else:
                 # Nothing to keep: drop the folder so the sidebar does not list an empty run.
                 import shutil
@@ -333,7 +341,27 @@ class RunSession:
 
             close_unfinished(store, run_dir, exc, name=name, cell=code, started=started)
             raise
+        self._mark = time.perf_counter()
         return profile, result
+
+    def _shown_timed(self, profile: Any, args: argparse.Namespace, progress: Any) -> None:
+        """Compute the profile's tables, then show it; each timed into its `CaptureInfo.phases`.
+
+        The tables are what the view shows first (the op and kernel tables,
+        the steps, the headline numbers, the findings): computed here, the
+        view's own build is timed apart from them.
+        """
+        progress.update("tables", 0, 1)
+        _timed_tables(profile, findings=True)
+        progress.update("view", 0, 1)
+        self._cache_s = 0.0
+        t0 = time.perf_counter()
+        self._publish(profile, args)
+        if profile.capture is not None:
+            phases = profile.capture.phases
+            phases["view"] = max(time.perf_counter() - t0 - self._cache_s, 0.0)
+            # In front of the writer thread: bokeh's import when no view made it (see _keep_tables).
+            phases["table cache"] = self._cache_s
 
     def _compile_settings(self, args: argparse.Namespace) -> Any:
         """``torch.compile``'s settings from the options, checked before anything runs."""
@@ -570,6 +598,7 @@ class RunSession:
             wall_s=time.time() - started,
             parse_s=parse_s,
             step_cpu_us=list(result.step_cpu_us),
+            phases={**result.phases, "parse": parse_s},
         )
         profile = Profile(
             data,
@@ -581,6 +610,7 @@ class RunSession:
             run_dir=run_dir,
         )
         profile.meta.path = str(run_dir / TRACE_NAME)
+        t_store = _timed_tables(profile)
         packing = compress_in_background(result.trace_path, run_dir / TRACE_NAME)
         self._packing[run_dir] = (packing, run_dir / TRACE_NAME)
         # The process's CPU time per step: the trace has wall times only (see `ProfileDiff`).
@@ -588,6 +618,7 @@ class RunSession:
         store.write_info(run_dir, {**run_info(profile, notebook_of(self.shell)), **cpu, **(extra_info or {})})
         if self.settings.max_store_mb > 0:
             store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
+        capture_info.phases["store"] = time.perf_counter() - t_store
         return profile
 
     def _apply_view_settings(self, result: Any, args: argparse.Namespace) -> None:
@@ -653,6 +684,11 @@ class RunSession:
         the sidebar's timeline (`sidebar_timeline`); the sidebar and
         ``load()`` then reopen the run without parsing it.
         """
+        t0 = time.perf_counter()
+        self._keep_tables_now(result)
+        self._cache_s = time.perf_counter() - t0  # timed apart from the view (`_shown_timed`)
+
+    def _keep_tables_now(self, result: Any) -> None:
         from .export import keep_cache, write_table_cache
         from .results.comparison import Comparison
         from .store import in_background
@@ -678,6 +714,29 @@ class RunSession:
             import bokeh.models  # noqa: F401
 
             in_background(write, "torchprof-tables")
+
+
+def _timed_tables(profile: Any, findings: bool = False) -> float:
+    """Compute the tables a view and the run's record show, timed into ``tables``; returns when it ended.
+
+    The op and kernel tables, the steps and the headline numbers (what the
+    run's ``run.json`` holds), and with ``findings`` the findings (only once
+    the profile is complete: a compiled run's read its compile stats). What
+    the view's first page shows is made here, and the view's build is timed
+    apart from it.
+    """
+    t0 = time.perf_counter()
+    profile.ops, profile.kernels, profile.steps, profile.summary  # noqa: B018
+    if findings:
+        try:
+            profile.findings  # noqa: B018
+        except Exception:  # noqa: BLE001, S110 - the view says "findings unavailable" and why
+            pass
+    t1 = time.perf_counter()
+    if profile.capture is not None:
+        phases = profile.capture.phases
+        phases["tables"] = phases.get("tables", 0.0) + (t1 - t0)
+    return t1
 
 
 def sidebar_timeline(profile: Any, trace: Path) -> Path:
@@ -733,12 +792,38 @@ def in_notebook(shell: Any) -> bool:
 
 
 def timing_line(result: Any, profile: Any) -> str:
-    """Where a run's time went, for the line that replaces the progress bar."""
-    parts = []
-    if result.warmup_done:
-        parts.append(f"warm-up {result.warmup_done}× {result.warmup_s:.2f} s")
-    parts.append(f"{result.steps_done} profiled step(s) {result.profile_s:.2f} s")
-    parts.append(f"trace export {result.export_s:.2f} s")
-    if profile is not None and profile.capture is not None:
-        parts.append(f"parse {profile.capture.parse_s:.2f} s")
-    return "torchprof: " + " · ".join(parts)
+    """Where a run's time went, for the line that replaces the progress bar.
+
+    The profiled steps first (what the profile is about), then every other
+    phase of the run in the order it ran (`CaptureInfo.phases`), those under
+    10 ms left out, then the whole: "3 profiled steps 0.95 s (316 ms each) ·
+    also: set-up 0.4 s, warm-up 1× 12 s, profiler start-up 9.8 s (…), parse
+    0.4 s, tables 0.1 s, view 0.3 s · 24 s in all". A first run in a fresh
+    kernel pays start-up costs a later run does not; this says which.
+    """
+    from .format import fmt_time
+
+    def took(seconds: float) -> str:
+        return fmt_time(seconds * 1e6)
+
+    cap = getattr(profile, "capture", None)
+    phases = dict(cap.phases if cap is not None and cap.phases else result.phases)
+    n = result.steps_done
+    step_s = phases.pop("profiled steps", result.profile_s)
+    head = f"{n} profiled step{'' if n == 1 else 's'} {took(step_s)}"
+    if n > 1:
+        head += f" ({took(step_s / n)} each)"
+    rest = []
+    for name, seconds in phases.items():
+        if seconds < 0.01:
+            continue
+        label = f"warm-up {result.warmup_done}×" if name == "warm-up" else name
+        why = _COMPILER_IMPORT if name == "profiler start-up" and result.compiler_imported else ""
+        rest.append(f"{label} {took(seconds)}{why}")
+    total = step_s + sum(phases.values())
+    also = f" · also: {', '.join(rest)}" if rest else ""
+    return f"torchprof: {head}{also} · {took(total)} in all"
+
+
+#: Said after the profiler's start-up when it imported torch's compiler (once per kernel).
+_COMPILER_IMPORT = " (torch's profiler imports torch._inductor on its first use in a kernel)"

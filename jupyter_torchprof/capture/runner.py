@@ -83,6 +83,14 @@ class CaptureResult:
         The CPU time the code took in each recorded step, in step order
         (`own_cpu_us`). The trace holds wall times only, which a competing
         process inflates; CPU time it mostly does not.
+    phases
+        Wall seconds per phase, in the order they ran (`PHASES`): where a
+        run's time went besides its steps. A first run in a fresh kernel
+        pays most of it once (torch's profiler imports its compiler on first
+        use, the first runs initialise the device); a later run much less.
+    compiler_imported
+        True when starting the profiler imported ``torch._inductor`` (torch's
+        profiler does on first use; it was not loaded before).
     """
 
     trace_path: Path | None
@@ -95,6 +103,24 @@ class CaptureResult:
     export_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     step_cpu_us: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    compiler_imported: bool = False
+
+    def add(self, phase: str, seconds: float) -> None:
+        """Add ``seconds`` of wall time to ``phase`` (kept in `PHASES` order)."""
+        self.phases[phase] = self.phases.get(phase, 0.0) + max(seconds, 0.0)
+        self.phases = {k: self.phases[k] for k in PHASES if k in self.phases}
+
+
+#: The capture's phases, in the order they run (`CaptureResult.phases`).
+PHASES = (
+    "warm-up",  # the unprofiled runs
+    "profiler start-up",  # preparing and enabling the profiler (torch imports its compiler the first time)
+    "profiler warm-up step",  # the run whose events the profiler discards
+    "profiled steps",  # the recorded runs, each with its device synchronisation
+    "profiler stop",  # Kineto collects and processes what it recorded
+    "trace export",  # the trace written as JSON
+)
 
 
 class ProgressSink:
@@ -195,6 +221,8 @@ def _warm_up(
         return False
     finally:
         result.warmup_s = time.perf_counter() - t0
+        if options.warmup:
+            result.add("warm-up", result.warmup_s)
     return True
 
 
@@ -230,9 +258,8 @@ def _profile_steps(
     started = False
     phase = "profiling"
     try:
-        with _state_change():
-            prof.start()
-            started = True
+        _start(prof, result)
+        started = True
         # With --memory, torch warns on fd 2 at the first free of a block it
         # never saw allocated; that is a fact about the numbers, kept as a note.
         sift = filtered_native_stderr(result.notes) if options.memory else nullcontext()
@@ -240,19 +267,25 @@ def _profile_steps(
         with sift, module_annotations(options.modules, module_names):
             for k in range(options.steps + 1):
                 progress.update("profiling", max(k - 1, 0), options.steps)
-                cpu0 = own_cpu()
+                cpu0, t_run = own_cpu(), time.perf_counter()
                 run_once()
                 target.synchronize()
-                if k > 0:  # step 0 is the profiler's own warm-up, not recorded
+                # step 0 is the profiler's own warm-up, not recorded
+                result.add("profiled steps" if k else "profiler warm-up step", time.perf_counter() - t_run)
+                if k > 0:
                     result.step_cpu_us.append(own_cpu_us(cpu0, own_cpu()))
                 if k == options.steps:
                     # This step() stops the profiler and exports the trace.
                     phase = "stopping the profiler"
+                t_step, export0 = time.perf_counter(), result.export_s
                 with _state_change():
                     if k == options.steps:
                         pause_for_tests("stop")
                     prof.step()
                     result.steps_done = k
+                # The warm-up step's end enables recording; the last one stops it.
+                took = time.perf_counter() - t_step - (result.export_s - export0)
+                result.add(_step_end(k, options.steps), took)
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
         result.error, result.error_phase = exc, phase
     finally:
@@ -264,6 +297,27 @@ def _profile_steps(
         if backend is not None:
             result.notes.extend(backend.check_output(trace_path.parent))
     del prof
+
+
+def _step_end(k: int, steps: int) -> str:
+    """The phase ``prof.step()`` after run ``k`` belongs to (run 0 is the profiler's warm-up step)."""
+    if k == steps:
+        return "profiler stop"  # it stops recording (and exports, timed apart)
+    return "profiled steps" if k else "profiler start-up"  # after run 0 it enables recording
+
+
+def _start(prof: Any, result: CaptureResult) -> None:
+    """Start ``prof``, timed as the profiler's start-up (noting whether torch imported its compiler then)."""
+    import sys
+
+    before = "torch._inductor" in sys.modules
+    t0 = time.perf_counter()
+    try:
+        with _state_change():
+            prof.start()
+    finally:
+        result.add("profiler start-up", time.perf_counter() - t0)
+        result.compiler_imported = not before and "torch._inductor" in sys.modules
 
 
 def _new_profiler(
@@ -349,7 +403,9 @@ def _trace_writer(
             exported.append(True)
         except Exception as exc:  # noqa: BLE001
             result.notes.append(f"the trace could not be exported: {exc}")
-        result.export_s += time.perf_counter() - t_export
+        took = time.perf_counter() - t_export
+        result.export_s += took
+        result.add("trace export", took)
 
     return on_trace_ready
 
@@ -361,6 +417,7 @@ def _stop(prof: Any, result: CaptureResult) -> None:
     mid-recording still hands the steps recorded so far to on_trace_ready;
     after the last step it does nothing.
     """
+    t0, export0 = time.perf_counter(), result.export_s
     try:
         with _state_change():
             prof.stop()
@@ -369,6 +426,11 @@ def _stop(prof: Any, result: CaptureResult) -> None:
             result.error, result.error_phase = exc, "stopping the profiler"
     except Exception as exc:  # noqa: BLE001
         result.notes.append(f"profiler did not stop cleanly: {exc}")
+    finally:
+        # After the last step this does nothing: only an early stop adds time here.
+        took = time.perf_counter() - t0 - (result.export_s - export0)
+        if took > 1e-3:
+            result.add("profiler stop", took)
 
 
 def own_cpu() -> tuple[float, dict[int, float]]:
@@ -497,7 +559,7 @@ class BlockCapture:
         self._exported: list[bool] = []
         self._contexts = ExitStack()
         self._prof: Any = None
-        self._t0 = 0.0
+        self._t0 = self._t_block = 0.0
 
     def start(self) -> None:
         """Start recording (raises `CaptureError` when another profiler is running)."""
@@ -511,8 +573,8 @@ class BlockCapture:
             self.target, options, self.trace_path, self.progress, result, self._exported, warmup=0
         )
         self._t0 = time.perf_counter()
-        with _state_change():
-            self._prof.start()
+        _start(self._prof, result)
+        self._t_block = time.perf_counter()
         self.progress.update("profiling", 0, 1)
         result.notes.extend(overhead_notes(options))
         sift = filtered_native_stderr(result.notes) if options.memory else nullcontext()
@@ -535,9 +597,12 @@ class BlockCapture:
         try:
             if error is None:
                 self.target.synchronize()
+                result.add("profiled steps", time.perf_counter() - self._t_block)
+                t_stop, export0 = time.perf_counter(), result.export_s
                 with _state_change():
                     # The step's end stops the profiler and exports the trace.
                     self._prof.step()
+                result.add("profiler stop", time.perf_counter() - t_stop - (result.export_s - export0))
                 result.steps_done = 1
             else:
                 result.error, result.error_phase = error, "profiling"

@@ -32,6 +32,8 @@ _PHASE_LABEL = {
     "exporting": "exporting trace",
     "parsing": "reading trace",
     "inflating": "inflating trace",
+    "tables": "computing the tables",
+    "view": "building the view",
 }
 #: Phases whose units are bytes (reported by `trace.progress`), shown as "x of y (z %)".
 _BYTE_PHASES = frozenset({"inflating", "parsing"})
@@ -135,7 +137,7 @@ class Progress:
             self._terminal_dirty = True
 
     def finish(self, summary: str | None = None) -> None:
-        """Replace the progress line with ``summary`` (or remove it)."""
+        """Replace the progress line with ``summary`` (or remove it); again: replace it again."""
         if not self.enabled:
             return
         with self._lock:
@@ -157,6 +159,7 @@ class Progress:
             if self._terminal_dirty:
                 out.write("\r" + " " * len(self._shown) + "\r")
                 out.flush()
+                self._terminal_dirty = False  # finished twice: cleared once
             if self._terminal is not None:
                 self._terminal.close()
                 self._terminal = None
