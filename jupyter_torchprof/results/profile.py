@@ -464,8 +464,9 @@ class Profile:
         row_limit: int | None = None,
         kernels: bool = True,
         findings: bool = True,
+        width: int | None = None,
     ) -> str:
-        """The op table (and kernel table) as text, like ``key_averages().table()``.
+        """The op table (and kernel table) as text, like ``key_averages().table()``, as wide as the terminal.
 
         Parameters
         ----------
@@ -478,8 +479,14 @@ class Profile:
             Append the kernel table when the device was traced.
         findings
             Start with the findings (see `findings`), one line each.
+        width
+            The most characters a line takes; None: the terminal's width
+            (no limit where no terminal is attached), 0: no limit. Names
+            are shortened first (with an ellipsis); the columns that are
+            not times are hidden from the right next, and times (from the
+            right, never the sort column) only when they still do not fit.
         """
-        return seams.views().profile_text(self, sort, row_limit, kernels, findings)
+        return seams.views().profile_text(self, sort, row_limit, kernels, findings, width)
 
     def __repr__(self) -> str:
         s = self.summary

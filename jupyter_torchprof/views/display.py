@@ -33,24 +33,30 @@ def profile_text(
     row_limit: int | None = None,
     kernels: bool = True,
     findings: bool = True,
+    width: int | None = None,
 ) -> str:
-    """The op table (and kernel table) as text; see `Profile.table`."""
+    """The op table (and kernel table) as text, fitted to ``width`` (`text.fit_width`); see `Profile.table`."""
     from .findings import findings_text
-    from .text import kernel_table_text, op_table_text, summary_line
+    from .text import fit_width, kernel_table_text, op_table_text, summary_line, wrap_lines, wrap_summary
 
+    width = fit_width(width)
     limit = profile.row_limit if row_limit is None or row_limit == 0 else row_limit
     device = bool(profile.summary["device_traced"])
-    parts = [summary_line(profile.summary)]
+    parts = [wrap_summary(summary_line(profile.summary), width)]
     if profile.error:
-        parts.append(f"! {profile.error}")
-    parts += [f"note: {n}" for n in profile.notes]
+        parts.append(wrap_lines(f"! {profile.error}", width))
+    parts += [wrap_lines(f"note: {n}", width) for n in profile.notes]
     if findings and (text := findings_text(profile.findings)):
-        parts.append(text)
+        parts.append(wrap_lines(text, width))
     steps = int(profile.summary["steps"])
     ops = profile.sorted_ops(sort)
-    parts.append(op_table_text(ops, device, None if limit < 0 else limit, steps=steps))
+    key = sort or profile.sort
+    sorted_by = columns.sort_column(key, ops.columns) if key else None
+    rows = None if limit < 0 else limit
+    parts.append(op_table_text(ops, device, rows, steps=steps, width=width, sort=sorted_by))
     if kernels and device and not profile.kernels.empty:
-        parts.append(kernel_table_text(profile.kernels, None if limit < 0 else min(limit, 10), steps=steps))
+        k_rows = None if limit < 0 else min(limit, 10)
+        parts.append(kernel_table_text(profile.kernels, k_rows, steps=steps, width=width))
     return "\n".join(parts)
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import sys
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -55,18 +60,136 @@ def op_columns(table: pd.DataFrame, device: bool) -> list[Column]:
     return columns.shown(columns.pick(columns.OPS, TEXT_OP_KEYS), table, device)
 
 
-def render_table(rows: list[list[str]], headers: list[str], name_width: int = 60) -> str:
-    """Fixed-width table; the first column is left-aligned, the rest right."""
+#: The name column gives way first, down to this many characters, before a column is hidden.
+NAME_MIN_CHARS = 18
+
+
+def fit_width(width: int | None = None) -> int | None:
+    """The width text is fitted to: ``width``; when None, the terminal's; None for no limit.
+
+    ``width=0`` asks for no limit. Where no terminal is attached (a script
+    writing to a file, a notebook's kernel) the text keeps its natural width.
+    """
+    if width is None:
+        if _in_kernel():
+            return None
+        width = shutil.get_terminal_size(fallback=(0, 0)).columns
+    return int(width) if width and width > 0 else None
+
+
+def _in_kernel() -> bool:
+    # A notebook kernel's standard streams may still be the terminal its server
+    # was started from: its text is not shown there.
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+def fit_columns(
+    widths: list[int], width: int, drop_order: Sequence[int], name_min: int = NAME_MIN_CHARS
+) -> tuple[list[int], int]:
+    """The columns kept and the name column's width so that a row fits in ``width`` characters.
+
+    The name (column 0) is ellipsized first, down to ``name_min``; then
+    columns are hidden in ``drop_order`` until the name has that room; the
+    name takes what is left (at least 4 characters).
+    """
+    keep = list(range(len(widths)))
+
+    def room() -> int:
+        return width - sum(widths[i] + 2 for i in keep[1:])
+
+    order = [i for i in drop_order if 0 < i < len(widths)]
+    while room() < min(widths[0], name_min) and order:
+        keep.remove(order.pop(0))
+    return keep, min(widths[0], max(room(), 4))
+
+
+def render_fitted(
+    rows: list[list[str]],
+    headers: list[str],
+    name_width: int = 60,
+    width: int | None = None,
+    drop_order: Sequence[int] = (),
+) -> tuple[str, list[str]]:
+    """A fixed-width table (first column left-aligned, the rest right) no wider than ``width``.
+
+    Returns the text and the titles of the columns hidden to fit (see `fit_columns`).
+    """
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     widths[0] = min(max(widths[0], 4), name_width)
-    sep = "  ".join("-" * w for w in widths)
+    keep = list(range(len(headers)))
+    if width is not None:
+        keep, widths[0] = fit_columns(widths, width, drop_order)
+    sep = "  ".join("-" * widths[i] for i in keep)
 
     def line(cells: list[str]) -> str:
         out = [ellipsize(cells[0], widths[0]).ljust(widths[0])]
-        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=False)]
+        out += [cells[i].rjust(widths[i]) for i in keep[1:] if i < len(cells)]
         return "  ".join(out).rstrip()
 
-    return "\n".join([sep, line(headers), sep, *(line(r) for r in rows), sep])
+    text = "\n".join([sep, line(headers), sep, *(line(r) for r in rows), sep])
+    return text, [h for i, h in enumerate(headers) if i not in keep]
+
+
+def render_table(
+    rows: list[list[str]], headers: list[str], name_width: int = 60, width: int | None = None
+) -> str:
+    """Fixed-width table; the first column is left-aligned, the rest right (see `render_fitted`)."""
+    return render_fitted(rows, headers, name_width, width, range(len(headers) - 1, 0, -1))[0]
+
+
+def drop_order(cols: Sequence[Column], keep: Sequence[str] = ()) -> list[int]:
+    """Which of ``cols`` (behind a name column) a narrow table hides first.
+
+    Columns that are not times, from the right; then times from the right,
+    never those in ``keep`` (the columns the table is sorted by).
+    """
+    others = [i + 1 for i, c in enumerate(cols) if c.kind != "time"]
+    times = [i + 1 for i, c in enumerate(cols) if c.kind == "time" and c.key not in keep]
+    return others[::-1] + times[::-1]
+
+
+def hidden_note(hidden: list[str]) -> str:
+    """The footer line naming the columns hidden to fit ("" when none)."""
+    if not hidden:
+        return ""
+    return f"(hidden to fit the width: {', '.join(hidden)}; table(width=0) shows all)"
+
+
+def wrap_lines(text: str, width: int | None) -> str:
+    """Each line of ``text`` wrapped to ``width`` (a continuation indented under its first word)."""
+    if width is None:
+        return text
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        # "  SEVERITY  text": a continuation starts under the text, not under the label.
+        label = re.match(r"^\s*\S+(?: \S+)*?\s{2,}", line)
+        hang = " " * (len(label.group(0)) if label and len(label.group(0)) < width // 3 else 0)
+        hang = hang or " " * (len(line) - len(line.lstrip(" ")) + 2)
+        out += textwrap.wrap(
+            line, width, subsequent_indent=hang, break_long_words=True, break_on_hyphens=False
+        ) or [line[:width]]
+    return "\n".join(out)
+
+
+def wrap_summary(line: str, width: int | None) -> str:
+    """The summary line broken at its `` · `` separators to fit ``width``."""
+    if width is None or len(line) <= width:
+        return line
+    out, current = [], ""
+    for part in line.split(" · "):
+        candidate = f"{current} · {part}" if current else part
+        if current and len(candidate) > width:
+            out.append(current)
+            current = "  " + part
+        else:
+            current = candidate
+    out.append(current)
+    return wrap_lines("\n".join(out), width)
 
 
 def op_table_text(
@@ -75,11 +198,16 @@ def op_table_text(
     row_limit: int | None = 20,
     name_width: int = 60,
     steps: int | None = None,
+    width: int | None = None,
+    sort: str | None = None,
 ) -> str:
     """The op table in key_averages' layout with device-neutral headers.
 
     ``steps``, when given, is named in the footer: the numbers are totals
-    over that many profiled steps.
+    over that many profiled steps. ``width``: the most characters a line
+    takes (None: no limit); names give way first, then the columns that are
+    not times, then times from the right, never ``sort``'s column nor the
+    self CPU and self device times.
     """
     cols = op_columns(table, device)
     extra = columns.shown(columns.pick(columns.OPS, ("input_shapes", "stack", "module")), table, device)
@@ -93,28 +221,36 @@ def op_table_text(
         )
     name = columns.pick(columns.OPS, ["name"])[0].title
     headers = [name] + [c.title for c in cols] + [c.title for c in extra]
-    text = render_table(rows, headers, name_width)
+    keep = ("self_cpu_us", "self_device_us", *((sort,) if sort else ()))
+    text, hidden = render_fitted(rows, headers, name_width, width, drop_order([*cols, *extra], keep))
     footer = []
     if steps is not None:
         footer.append(f"Ops: {totals_label(steps)} (per step: Profile.op_table(per_step=True))")
     footer.append(f"Self CPU time total: {fmt_time(table['self_cpu_us'].sum())}")
     if device:
         footer.append(f"Self device time total: {fmt_time(table['self_device_us'].sum())}")
-    hidden = len(table) - len(shown)
-    if hidden > 0:
-        footer.append(f"({hidden} more rows; pass row_limit=-1 or use Profile.ops for all)")
-    return text + "\n" + "\n".join(footer)
+    if hidden:
+        footer.append(hidden_note(hidden))
+    more = len(table) - len(shown)
+    if more > 0:
+        footer.append(f"({more} more rows; pass row_limit=-1 or use Profile.ops for all)")
+    return text + "\n" + wrap_lines("\n".join(footer), width)
 
 
 def kernel_table_text(
-    table: pd.DataFrame, row_limit: int | None = 20, name_width: int = 60, steps: int | None = None
+    table: pd.DataFrame,
+    row_limit: int | None = 20,
+    name_width: int = 60,
+    steps: int | None = None,
+    width: int | None = None,
 ) -> str:
-    """The kernel table as fixed-width text (``steps``: named in the footer, as for ops)."""
+    """The kernel table as fixed-width text (``steps``, ``width``: as for `op_table_text`)."""
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
     cols = columns.pick(columns.KERNELS, TEXT_KERNEL_KEYS)
     headers = [c.title for c in cols]
     rows = [[format_cell(c, d.get(c.key)) for c in cols] for d in shown.to_dict("records")]
-    text = render_table(rows, headers, name_width)
+    text, hidden = render_fitted(rows, headers, name_width, width, drop_order(cols[1:], ("total_us",)))
+    footer = [hidden_note(hidden)] if hidden else []
     if steps is not None:
-        text += f"\nKernels: {totals_label(steps)} (per step: Profile.kernel_table(per_step=True))"
-    return text
+        footer.append(f"Kernels: {totals_label(steps)} (per step: Profile.kernel_table(per_step=True))")
+    return "\n".join([text, *(wrap_lines(f, width) for f in footer)])
