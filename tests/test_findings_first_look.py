@@ -247,3 +247,59 @@ def test_only_similar_stalls_behind_the_same_op_merge(tmp_path):
     # With the ratio tightened below 1.1 the two no longer merge.
     tight = dataclasses.replace(th, gap_merge_max_ratio=1.05)
     assert len(find(inputs_from_profile(p), tight, rules=["idle_gaps"])) == 4
+
+
+# --------------------------------------------------------------------------- #
+# 4a. what could not be checked is a note, below every finding
+
+
+def _soup(page: str):
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(page, "html.parser")
+
+
+def test_not_checked_lines_are_notes_below_the_findings(shell):
+    from jupyter_torchprof.views.findings import findings_html, findings_text
+
+    # A CPU run with a real finding (the copies in the loop) and device rules it cannot check.
+    p = _run(shell, LINEAR_AND_COPY_CELL)
+    f = p.findings
+    real = f[f["severity"] != "not checked"]
+    assert list(real["rule"]) == ["host_copies"] and (f["severity"] == "not checked").sum() >= 9
+    # The table: every real finding before every not-checked row.
+    sev = f["severity"].tolist()
+    assert sev.index("not checked") == len(real) and set(sev[len(real) :]) == {"not checked"}
+    # Text: the finding is the first line; the not-checked rules come after, under
+    # their own heading, each marked as a note.
+    lines = findings_text(f).splitlines()
+    assert lines[0] == "Findings:" and real.iloc[0]["title"] in lines[1] and "HIGH" in lines[1].upper()
+    notes_at = lines.index("Notes (not checked):")
+    assert notes_at > 1
+    assert all(ln.startswith("  note  ") for ln in lines[notes_at + 1 :])
+    assert "This run used the CPU; no accelerator was profiled." in lines[notes_at + 1]
+    assert not any("not checked" in ln.lower() for ln in lines[1:notes_at])
+    # HTML: the first item is the finding; the notes sit in their own block after it.
+    box = _soup(findings_html(f, limit=5)).select_one("div.jp-TorchProf-findings")
+    items = box.select("li")
+    assert "jp-TorchProf-note" not in items[0]["class"]
+    assert items[0].select_one(".jp-TorchProf-finding-title").get_text() == real.iloc[0]["title"]
+    notes = box.select_one("div.jp-TorchProf-notes")
+    assert notes.p.get_text() == "Notes (not checked):"
+    note_items = notes.select("li")
+    assert note_items and all(li.select_one(".jp-TorchProf-sev").get_text() == "note" for li in note_items)
+    assert items.index(note_items[0]) == len(real)
+
+
+def test_with_nothing_found_the_first_line_says_so_not_a_note(shell):
+    from jupyter_torchprof.views.findings import findings_html, findings_text
+
+    p = _run(shell, LINEAR_CELL)
+    f = p.findings
+    assert set(f["severity"]) == {"not checked"}  # the bias copy no longer fires
+    lines = findings_text(f).splitlines()
+    assert lines[:2] == ["Findings:", "  No findings: the rules that ran found nothing to point at."]
+    assert lines[2] == "Notes (not checked):"
+    box = _soup(findings_html(f)).select_one("div.jp-TorchProf-findings")
+    first = box.find(["p", "li"])
+    assert "jp-TorchProf-nofinding" in first["class"]

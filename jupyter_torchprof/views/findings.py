@@ -12,10 +12,14 @@ In the widget the HTML sits in a flex item that would grow to its widest
 line (min-width: auto), so the style lets it shrink to the view's width:
 that is what makes the ellipsis appear instead of a cut.
 
-``not checked`` rows that share a reason (a trace without device data)
-become one line: the reason once, then the rules' names, each once. A line
-too long for the view ends in an ellipsis; its full text is in the expander.
-Every string from a trace is escaped in the HTML.
+``not checked`` rows are notes, not findings: they say what the trace
+could not show, so they come after every finding (the hidden ones' expander
+included), under their own "Notes" heading, each marked ``note``. When no
+rule found anything, the first line says so: a note never takes the top
+slot. Rows that share a reason (a trace without device data) become one
+note: the reason once, then the rules' names, each once. A line too long for
+the view ends in an ellipsis; its full text is in the expander. Every string
+from a trace is escaped in the HTML.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ from ..format import fmt_time
 
 _NOT_CHECKED = "not checked"
 _MORE = ""  # severity slot of the "(N more ...)" line
+#: How a not-checked line is marked where it is shown.
+NOTE = "note"
+#: The heading above the notes.
+NOTES_HEADING = "Notes (not checked):"
+#: The first line when no rule that ran found anything.
+NOTHING_FOUND = "No findings: the rules that ran found nothing to point at."
 
 _STYLE = """
 <style>
@@ -49,6 +59,8 @@ _STYLE = """
 .jp-TorchProf-sev-medium .jp-TorchProf-sev { color: var(--jp-warn-color0, #a15c00); }
 .jp-TorchProf-sev-info .jp-TorchProf-sev { color: var(--jp-info-color0, #0b6bcb); }
 .jp-TorchProf-sev-not-checked { color: var(--jp-ui-font-color2, #757575); }
+.jp-TorchProf-notes { margin-top: 3px; color: var(--jp-ui-font-color2, #757575); }
+.jp-TorchProf-notes-heading, .jp-TorchProf-nofinding { margin: 1px 0; font-style: italic; }
 </style>
 """
 
@@ -151,27 +163,38 @@ def flat_lines(findings: pd.DataFrame, limit: int | None) -> list[tuple[str, str
 
 
 def findings_text(findings: pd.DataFrame, limit: int | None = 8) -> str:
-    """The findings as text lines under a ``Findings`` header ("" when none).
+    """The findings as text lines under a ``Findings`` header ("" when none), then the notes.
 
     Parameters
     ----------
     findings
         ``Profile.findings``.
     limit
-        Findings shown besides the ``not checked`` line(s); None or -1 for all.
+        Findings shown besides the notes; None or -1 for all.
     """
-    lines = flat_lines(findings, limit)
-    if not lines:
+    shown, hidden = finding_lines(findings, limit)
+    if not shown and not hidden:
         return ""
-    width = max(len(s) for s, _, _ in lines)
-    out = ["Findings:"] + [
-        f"  {sev.upper() if sev != _NOT_CHECKED else sev:<{width}}  {text}" for sev, text, _ in lines
-    ]
+    checked = [ln for ln in shown if ln.severity != _NOT_CHECKED]
+    notes = [ln for ln in shown if ln.severity == _NOT_CHECKED]
+    width = max((len(ln.severity) for ln in checked), default=0)
+    out = ["Findings:"]
+    out += [f"  {ln.severity.upper():<{width}}  {ln.text}" for ln in checked]
+    if hidden:
+        out.append(f"  {'':<{width}}  ({len(hidden)} more in Profile.findings)")
+    if not checked and not hidden:
+        out.append(f"  {NOTHING_FOUND}")
+    if notes:
+        out.append(NOTES_HEADING)
+        out += [f"  {NOTE}  {ln.text}" for ln in notes]
     return "\n".join(out)
 
 
 def _item_html(line: Line) -> str:
     cls = "jp-TorchProf-sev-" + line.severity.replace(" ", "-")
+    label = line.severity
+    if line.severity == _NOT_CHECKED:
+        cls, label = cls + " jp-TorchProf-note", NOTE
     rules = html.escape(" ".join(line.rules), quote=True)
     body = f'<div class="jp-TorchProf-finding-detail">{html.escape(line.detail)}</div>'
     if line.stake:
@@ -179,17 +202,18 @@ def _item_html(line: Line) -> str:
     return (
         f'<li class="jp-TorchProf-finding {cls}" data-rules="{rules}"><details>'
         f'<summary title="{html.escape(line.text, quote=True)}">'
-        f'<span class="jp-TorchProf-sev">{html.escape(line.severity)}</span> '
+        f'<span class="jp-TorchProf-sev">{html.escape(label)}</span> '
         f'<span class="jp-TorchProf-finding-title">{html.escape(line.text)}</span></summary>'
         f"{body}</details></li>"
     )
 
 
 def findings_html(findings: pd.DataFrame, limit: int | None = 8) -> str:
-    """The findings as static HTML ("" when none).
+    """The findings as static HTML ("" when none), then the notes.
 
     Each finding opens on a click to its detail (the remedy) and the time at
     stake; the findings past ``limit`` are in a "N more findings" expander.
+    The notes (not-checked rules) follow under their heading, marked ``note``.
     """
     shown, hidden = finding_lines(findings, limit)
     if not shown and not hidden:
@@ -197,6 +221,8 @@ def findings_html(findings: pd.DataFrame, limit: int | None = 8) -> str:
     checked = [ln for ln in shown if ln.severity != _NOT_CHECKED]
     unchecked = [ln for ln in shown if ln.severity == _NOT_CHECKED]
     parts = [_STYLE, '<div class="jp-TorchProf-findings">']
+    if not checked and not hidden:
+        parts.append(f'<p class="jp-TorchProf-nofinding">{html.escape(NOTHING_FOUND)}</p>')
     parts.append("<ul>" + "".join(_item_html(ln) for ln in checked) + "</ul>")
     if hidden:
         word = "finding" if len(hidden) == 1 else "findings"
@@ -205,7 +231,10 @@ def findings_html(findings: pd.DataFrame, limit: int | None = 8) -> str:
             "<ul>" + "".join(_item_html(ln) for ln in hidden) + "</ul></details>"
         )
     if unchecked:
-        parts.append("<ul>" + "".join(_item_html(ln) for ln in unchecked) + "</ul>")
+        parts.append(
+            f'<div class="jp-TorchProf-notes"><p class="jp-TorchProf-notes-heading">{html.escape(NOTES_HEADING)}</p>'
+            "<ul>" + "".join(_item_html(ln) for ln in unchecked) + "</ul></div>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
