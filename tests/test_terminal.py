@@ -12,11 +12,13 @@ import fcntl
 import os
 import pty
 import select
+import shutil
 import struct
 import subprocess
 import sys
 import termios
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,63 @@ def test_progress_line_is_rewritten_in_place_and_cleared(tmp_path):
     assert not left, left
     # And the table came out after it.
     assert any("time.sleep(0.8)" in line and "2 steps" in line for line in screen), screen[-20:]
+
+
+# --------------------------------------------------------------------------- #
+# an 80-column terminal in tmux: what a person reads in the pane
+
+PANE_COLUMNS = 80
+
+
+def _tmux(socket: str, *args: str) -> str:
+    return subprocess.run(
+        ["tmux", "-L", socket, *args], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+
+
+def _pane_until(socket: str, marker: str, timeout: float = 180) -> list[str]:
+    """The pane's whole history, wrapped lines joined (``-J``), once ``marker`` shows on a line of its own."""
+    deadline = time.time() + timeout
+    lines: list[str] = []
+    while time.time() < deadline:
+        lines = [line.rstrip() for line in _tmux(socket, "capture-pane", "-p", "-J", "-S", "-").splitlines()]
+        if marker in lines:
+            return lines
+        time.sleep(0.5)
+    pytest.fail(f"{marker} never showed; the pane ends with:\n" + "\n".join(lines[-30:]))
+
+
+def test_op_table_fits_an_80_column_terminal(tmp_path):
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (apt-get install -y tmux)")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tracefiles import real_trace
+
+    from jupyter_torchprof import load
+
+    trace = real_trace("a100_nccl_rank0.pt.trace.json.gz")  # long op and kernel names, device columns
+    socket = f"torchprof-{os.getpid()}"
+    env = f"PYTHONPATH={ROOT} TORCHPROF_RUN_DIR={tmp_path / 'runs'} TERM=xterm"
+    command = f"cd {tmp_path} && env {env} {sys.executable} -m IPython --no-banner --colors=NoColor"
+    _tmux(socket, "new-session", "-d", "-s", "tp", "-x", str(PANE_COLUMNS), "-y", "50", command)
+    try:
+        _tmux(socket, "set-option", "-t", "tp", "history-limit", "5000")
+        for line in ("%load_ext jupyter_torchprof", f"%torchprof --load {trace}", "print('END' + 'OFRUN')"):
+            _tmux(socket, "send-keys", "-t", "tp", "-l", line)
+            _tmux(socket, "send-keys", "-t", "tp", "Enter")
+        lines = _pane_until(socket, "ENDOFRUN")
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=30)
+    too_long = [line for line in lines if len(line) > PANE_COLUMNS]
+    assert not too_long, too_long
+    # The op table: its header, and a row per op as the profile sorts them (names shortened to fit).
+    header = next(i for i, line in enumerate(lines) if line.startswith("Name "))
+    assert "Self CPU" in lines[header] and "Self device" in lines[header]
+    end = next(i for i in range(header + 2, len(lines)) if lines[i].startswith("---"))
+    rows = [line.split("  ")[0] for line in lines[header + 2 : end]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        names = [str(n) for n in load(str(trace)).sorted_ops()["name"]]
+    assert len(rows) >= 10
+    for row, name in zip(rows, names, strict=False):
+        assert row == name or (row.endswith("…") and name.startswith(row[:-1])), (row, name)
