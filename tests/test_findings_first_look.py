@@ -303,3 +303,35 @@ def test_with_nothing_found_the_first_line_says_so_not_a_note(shell):
     box = _soup(findings_html(f)).select_one("div.jp-TorchProf-findings")
     first = box.find(["p", "li"])
     assert "jp-TorchProf-nofinding" in first["class"]
+
+
+def test_device_copy_seeding_addmm_is_not_a_copy_finding(tmp_path):
+    """Constructed (no real trace has one): addmm's bias seed copied on the device, beside a real clone."""
+    import json
+
+    from jupyter_torchprof import load
+
+    def launch(corr: int, ts: float) -> list[dict]:
+        return [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": ts, "dur": 4,
+             "args": {"correlation": corr}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
+             "ts": ts + 20, "dur": 40, "args": {"correlation": corr, "device": 0, "stream": 7, "bytes": 1 << 20}},
+        ]  # fmt: skip
+
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 400},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 60},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 12, "dur": 20},
+        *launch(1, 14),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::clone", "pid": 1, "tid": 1, "ts": 200, "dur": 40},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 205, "dur": 20},
+        *launch(2, 207),
+    ]  # fmt: skip
+    path = tmp_path / "seed.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    p = load(str(path))
+    (row,) = rows(p, "copies").to_dict("records")
+    assert row["title"].startswith("Device→device copies: 1/step, 1 MiB/step")
+    assert row["evidence"]["count"] == 1 and row["evidence"]["causes"] == {"aten::copy_ in aten::clone": 1}
+    assert "aten::addmm" not in row["ops"]
