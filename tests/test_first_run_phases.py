@@ -24,7 +24,7 @@ import pytest
 from jupyter_torchprof.capture.runner import PHASES
 
 #: The phases of a shown run, in order (`session`'s around the capture's).
-SHOWN = ("set-up", *PHASES, "parse", "tables", "store", "view", "table cache")
+SHOWN = ("set-up", *PHASES, "parse", "tables", "store", "bokeh import", "view", "table cache")
 
 CELL = """
 _t0 = time.perf_counter()
