@@ -2,8 +2,8 @@
 
 A real Jupyter server (a subprocess, our extension on, token auth) serves a
 run store; requests go through HTTP as the sidebar's do. Every request hits
-a run folder the server has never seen (fresh copies each round: the trace
-hard-linked, its ``run.json`` copied), so the server's in-memory caches
+a run folder the server has never seen (fresh copies each round of the trace
+and its ``run.json``: the store serves no hard-linked file), so the server's in-memory caches
 never answer; what differs is only whether the run folder holds the cache
 files (`jupyter_torchprof.results.cache`):
 
@@ -136,7 +136,11 @@ def make_template(store: RunStore, source: Path) -> Path:
 
 
 def copies(store: RunStore, template: Path, n: int, cached: bool) -> list[str]:
-    """``n`` new run folders sharing the template's trace (hard links), with or without its caches."""
+    """``n`` new run folders with copies of the template's trace, with or without its caches.
+
+    Copies, not hard links: the store treats a file with more than one link
+    as missing (a store copied with ``cp -al``), and answered 404 here.
+    """
     ids = []
     trace = template / TRACE_NAME
     extra = [cache.tables_path(trace), cache.timeline_path(trace)] if cached else []
@@ -144,7 +148,7 @@ def copies(store: RunStore, template: Path, n: int, cached: bool) -> list[str]:
         run_id = new_run_id()
         folder = store.root / run_id
         folder.mkdir()
-        os.link(trace, folder / TRACE_NAME)
+        shutil.copyfile(trace, folder / TRACE_NAME)
         shutil.copyfile(template / "run.json", folder / "run.json")
         for f in extra:
             shutil.copyfile(f, folder / f.name)
