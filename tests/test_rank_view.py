@@ -136,3 +136,23 @@ def test_bundle_keeps_the_static_table(ranks, monkeypatch):
     assert "Rank 2 is a straggler" in bundle["text/plain"]
     for r in SOURCES:
         assert f"\n{r} " in bundle["text/plain"]
+
+
+@pytest.mark.parametrize("width", [60, 80, 200])
+def test_rank_text_table_fits_the_width(ranks, width):
+    from jupyter_torchprof import columns
+    from jupyter_torchprof.columns import format_cell
+    from jupyter_torchprof.views.ranks import rank_table_text
+
+    text = rank_table_text(ranks.table, width)
+    lines = text.splitlines()
+    assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
+    header = [h for h in lines[1].split("  ") if h.strip()]
+    header = [h.strip() for h in header]
+    assert header[0] == "Rank" and header[-1] == "vs median" and "Wall/step" in header
+    by_title = {c.title: c for c in columns.RANKS}
+    rows = [[c.strip() for c in line.split("  ") if c.strip()] for line in lines[3 : 3 + len(ranks)]]
+    for cells, d in zip(rows, ranks.table.to_dict("records"), strict=True):
+        for title, cell in zip(header[:-1], cells[:-1], strict=True):
+            assert cell == format_cell(by_title[title], d[by_title[title].key]), title
+    assert ("hidden to fit" in text) == (len(header) < len(columns.RANKS))

@@ -127,13 +127,14 @@ def comparison_bundle(comparison: Comparison, include: Any = None, exclude: Any 
 def rankset_text(ranks: RankSet) -> str:
     """The cross-rank table as text, with the stragglers."""
     from .findings import findings_text
-    from .ranks import rank_headers, rank_rows
-    from .text import render_table
+    from .ranks import rank_table_text
+    from .text import fit_width, wrap_lines
 
-    text = f"{ranks.name}: {len(ranks)} ranks\n" + render_table(rank_rows(ranks.table), rank_headers(), 12)
+    width = fit_width(None)
+    text = f"{ranks.name}: {len(ranks)} ranks\n" + rank_table_text(ranks.table, width)
     if ranks.notes:
-        text += "\n" + "\n".join(f"note: {n}" for n in ranks.notes)
-    found = findings_text(ranks.straggler_findings)
+        text += "\n" + wrap_lines("\n".join(f"note: {n}" for n in ranks.notes), width)
+    found = wrap_lines(findings_text(ranks.straggler_findings), width)
     return text + "\n" + found if found else text
 
 

@@ -79,3 +79,16 @@ def straggler_verdict(table: pd.DataFrame, ratio: float) -> str:
             why = f"{work}, while its step ({r['vs_median']:.2f}× the median) shows little: the others wait for it"
         sentences.append(f"{_rank_label(r['rank'])} is a straggler: {why}.")
     return " ".join(sentences)
+
+
+#: The cross-rank text table's columns (positions in `rank_headers`) hidden first
+#: when it does not fit: the busy share, steps, communication, device busy.
+RANK_DROP_ORDER = (4, 1, 5, 3)
+
+
+def rank_table_text(table: pd.DataFrame, width: int | None = None) -> str:
+    """The cross-rank table as fixed-width text, no wider than ``width`` (`text.render_fitted`)."""
+    from .text import hidden_note, render_fitted, wrap_lines
+
+    text, hidden = render_fitted(rank_rows(table), rank_headers(), 12, width, RANK_DROP_ORDER)
+    return text + ("\n" + wrap_lines(hidden_note(hidden, "RankSet.table has them"), width) if hidden else "")

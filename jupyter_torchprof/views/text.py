@@ -150,11 +150,11 @@ def drop_order(cols: Sequence[Column], keep: Sequence[str] = ()) -> list[int]:
     return others[::-1] + times[::-1]
 
 
-def hidden_note(hidden: list[str]) -> str:
-    """The footer line naming the columns hidden to fit ("" when none)."""
+def hidden_note(hidden: list[str], whole: str = "table(width=0) shows all") -> str:
+    """The footer line naming the columns hidden to fit, and where ``whole`` table is ("" when none)."""
     if not hidden:
         return ""
-    return f"(hidden to fit the width: {', '.join(hidden)}; table(width=0) shows all)"
+    return f"(hidden to fit the width: {', '.join(hidden)}; {whole})"
 
 
 def wrap_lines(text: str, width: int | None) -> str:
