@@ -553,7 +553,9 @@ class Timeline:
 
         # Bare renderers, not `figure.scatter` (which makes four more glyphs
         # each for selection, hover and muting: a tenth of the figure's cost).
-        empty = ColumnDataSource({"x": [], "y": []})
+        # One point at NaN: never drawn on the plot, but BokehJS draws no
+        # legend swatch for a renderer without data.
+        empty = ColumnDataSource({"x": [float("nan")], "y": [float("nan")]})
         items = []
         entries = [(c, BASE[CATEGORIES.index(c)]) for c in self.categories]
         if len(self.idle[0]):
