@@ -643,17 +643,28 @@ def test_unknown_occupancy_is_a_dash_not_zero(a100):
 
 
 def test_name_column_fits_its_names_and_headers_their_titles(a100):
-    from jupyter_torchprof.views.tables import CHAR_PX, NAME_MAX_PX, header_width
+    from jupyter_torchprof.views.tables import (
+        CHAR_PX,
+        NAME_FLOOR_PX,
+        NAME_MAX_PX,
+        NAME_SOFT_PX,
+        WRAP_LINES,
+        header_width,
+    )
 
     _, profile = a100
     table = KernelTable(profile)
     widths = {c.field: c.width for c in table.model.columns}
     longest = max(len(n) for n in table.shown["short_name"])
     assert widths["short_name"] == min(int(CHAR_PX * longest + 18), NAME_MAX_PX)
-    # The browser widens the name column to the room there is, from this width up.
-    assert table.model.tags == [widths["short_name"]]
+    # The browser fits the name column to the room there is: this width is
+    # what it wants, then its soft width and its floor; the times stay on screen.
+    assert table.model.tags[0]["short_name"] == [widths["short_name"], NAME_SOFT_PX, NAME_FLOOR_PX]
+    assert set(table.model.tags[1]) == {c.field for c in table.columns if c.kind == "time"}
+    # The kernel table's headers wrap ("Launch" over "delay").
+    assert table.wrap_headers
     for spec in table.columns:
-        assert widths[spec.field] >= header_width(spec), spec
+        assert widths[spec.field] >= header_width(spec, lines=WRAP_LINES), spec
 
 
 def test_bokeh_ready_callbacks_reach_the_document():

@@ -17,7 +17,7 @@ from .. import columns
 from ..columns import Column
 from ..format import esc, fmt_count
 from . import ui as W
-from .tables import make_table, match_names, table_height
+from .tables import make_table, match_names, screen_order, table_height
 from .widget import OneWidget, ProfileView, retire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,8 +130,12 @@ class ComparisonView(OneWidget):
             level = self.level.value
             table = c.diff_ops if level == "op" else c.diff_kernels
             rows, mode = diff_rows(table, self.diff_filter.value)
-            cols = diff_columns(level, device)
-            model, self.diff_source = make_table(rows, cols, height=table_height(len(rows)))
+            # Names give way and the times (the sorted Δ among them) come first.
+            cols = screen_order(diff_columns(level, device))
+            # Two-line headers ("Self CPU" over "compiled"): six time columns fit a narrow window.
+            model, self.diff_source = make_table(
+                rows, cols, height=table_height(len(rows), True), wrap_headers=True
+            )
             old = list(self.diff_pane.children)
             self.diff_pane.children = [_table_pane(model, "jp-TorchProf-difftable")]
             for w in old:

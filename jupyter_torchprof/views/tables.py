@@ -16,6 +16,7 @@ only ever see numbers.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -199,28 +200,66 @@ if (!window.__torchprofCellTips) {
 }
 """
 
-#: Widens a table's first (name) column to the room its view has beside the
-#: other visible columns, never below the width its content needs (the
-#: table's ``tags[0]``); run when the view is first drawn, when it is resized
-#: and when columns are shown or hidden. ``args``: ``table``.
-FIT_NAME_JS = """
-if (!window.__torchprofFitName) {
-  window.__torchprofFitName = (table) => {
+#: Fits a table's text columns (the name first) to the room its view has.
+#: ``table.tags`` is ``[{field: [wanted, soft, floor]} of the text columns,
+#: [fields that must stay on screen]]``. With room to spare every column
+#: shows whole and the first text column takes the rest; short of room the
+#: text columns give way together, in proportion, down to their soft width
+#: (the number columns have fixed widths); if even then not every column
+#: fits, the text columns before the last must-stay column give way down to
+#: their floor, so that the sorted and time columns stay on screen and the
+#: rest is reached by scrolling sideways. A cut name ends in "…" and tells
+#: itself on hover (`CELL_TIPS_JS`). Run when the view is first drawn, when
+#: it is resized and when columns are shown, hidden or resized. ``args``: ``table``.
+FIT_COLUMNS_JS = """
+if (!window.__torchprofFitColumns) {
+  // Widths for ``flex`` (text columns) sharing ``room`` px, each between ``low(f)`` and ``f.want``.
+  const share = (flex, room, low) => {
+    const want = flex.reduce((a, f) => a + f.want, 0);
+    const floors = flex.reduce((a, f) => a + low(f), 0);
+    for (const f of flex) {
+      if (room >= want) f.width = f.want;
+      else if (room <= floors) f.width = low(f);
+      else f.width = Math.floor(low(f) + (f.want - low(f)) * (room - floors) / (want - floors));
+    }
+  };
+  window.__torchprofFitColumns = (table) => {
     let view = null;
     for (const v of window.Bokeh.index) { if (v.model === table) { view = v; break; } }
     if (view == null) return null;
-    const width = view.el.getBoundingClientRect().width;
+    // 18 px: the vertical scrollbar and the borders.
+    const avail = view.el.getBoundingClientRect().width - 18;
     const cols = table.columns.filter((c) => c.visible);
-    if (!(width > 50) || !cols.length) return view;
-    const base = table.tags.length ? table.tags[0] : cols[0].width;
-    let others = 0;
-    for (const c of cols.slice(1)) others += c.width;
-    const want = Math.max(base, Math.floor(width - others - 24));
-    if (Math.abs(want - cols[0].width) > 2) cols[0].width = want;
+    const spec = table.tags.length ? table.tags[0] : {};
+    const keep = new Set(table.tags.length > 1 ? table.tags[1] : []);
+    if (!(avail > 50) || !cols.length) return view;
+    const items = cols.map((c) => {
+      const s = spec[c.field];
+      return s ? {col: c, want: s[0], soft: Math.min(s[0], s[1]), floor: Math.min(s[0], s[1], s[2])}
+               : {col: c, fixed: c.width};
+    });
+    const flex = items.filter((f) => f.fixed === undefined);
+    if (!flex.length) return view;
+    const fixed = items.reduce((a, f) => a + (f.fixed || 0), 0);
+    share(flex, avail - fixed, (f) => f.soft);
+    const total = items.reduce((a, f) => a + (f.fixed !== undefined ? f.fixed : f.width), 0);
+    if (total < avail) flex[0].width += Math.floor(avail - total);
+    if (total > avail) {
+      let last = -1;
+      items.forEach((f, i) => { if (keep.has(f.col.field)) last = i; });
+      const head = items.slice(0, last + 1);
+      const hflex = head.filter((f) => f.fixed === undefined);
+      const used = head.reduce((a, f) => a + (f.fixed !== undefined ? f.fixed : f.width), 0);
+      if (hflex.length && used > avail) {
+        for (const f of hflex) f.want = f.width;
+        share(hflex, avail - (used - hflex.reduce((a, f) => a + f.width, 0)), (f) => f.floor);
+      }
+    }
+    for (const f of flex) { if (Math.abs(f.width - f.col.width) > 2) f.col.width = f.width; }
     return view;
   };
 }
-const fit = window.__torchprofFitName;
+const fit = window.__torchprofFitColumns;
 // Column changes come from a TableColumn; the document's ready event from the table.
 const from_column = cb_obj != null && cb_obj.formatter !== undefined && cb_obj.field !== undefined;
 if (!from_column) {
@@ -243,55 +282,155 @@ if (!from_column) {
 }
 """
 
-#: Pixels per character of the table font, and the name column's bounds.
+#: Pixels per character of the table font, and the bounds of the width a text
+#: column asks for. Short of room it gives way to its soft width, and the
+#: ones left of the sorted and time columns down to their floor.
 CHAR_PX = 7.2
 NAME_MIN_PX, NAME_MAX_PX = 180, 620
-#: Pixels per character of the bold header font.
-HEADER_CHAR_PX = 8.0
+NAME_SOFT_PX, TEXT_SOFT_PX = 260, 120
+NAME_FLOOR_PX, TEXT_FLOOR_PX = 64, 60
+#: Pixels per character of the bold header font, and its padding with the sort arrow.
+HEADER_CHAR_PX, HEADER_PAD_PX = 8.0, 24
+#: The same for wrapped headers (`WRAP_HEADERS_CSS`: 12 px, up to three
+#: lines); the sort arrow goes under the title where the column is narrow.
+WRAP_CHAR_PX, WRAP_PAD_PX, WRAP_LINES = 7.4, 14, 3
+#: Characters the widest value of each numeric kind takes (``+1.23 ms``,
+#: ``1.23 GiB``); counts and plain numbers are measured on the rows.
+_VALUE_CHARS = {"time": 7, "delta": 8, "bytes": 8, "ratio": 7}
+#: Share columns draw a bar under the number: room for it.
+SHARE_PX = 84
+#: Lets headers wrap onto up to three lines, a little smaller than the cells
+#: (`make_table`'s ``wrap_headers``): "Self CPU" over "compiled".
+WRAP_HEADERS_CSS = """
+.slick-header-column.ui-state-default { height: 42px; line-height: 14px; font-size: 12px; white-space: normal; }
+.slick-column-name { white-space: normal; max-width: 100%; }
+"""
+#: Extra height of a table with wrapped headers.
+WRAP_EXTRA_PX = 26
 
 
 def text_width(values: Any, title: str, base: int, cap: int = NAME_MAX_PX) -> int:
-    """Width (px) for a text column: its longest value, within bounds.
+    """Width (px) a text column wants: its longest value, within bounds.
 
-    A name column sized by its content shows whole names when there is room
-    (the table scrolls sideways when the columns do not fit; a tooltip tells
-    the rest of a name cut at ``cap``).
+    A name column sized by its content shows whole names when there is
+    room; when there is not it gives way (`FIT_COLUMNS_JS`), and a cut
+    name tells itself on hover.
     """
     longest = max((len(str(v)) for v in values), default=0)
     longest = max(longest, len(title))
     return int(min(max(CHAR_PX * longest + 18, min(base, NAME_MIN_PX)), max(base, cap)))
 
 
-def header_width(column: Column) -> int:
-    """Pixels the header needs in the table's bold font (with ``/step`` where it may appear)."""
-    title = column.title + (" /step" if column.field in ops_mod.ADDITIVE_COLUMNS else "")
-    return int(HEADER_CHAR_PX * len(title) + 28)
+def header_lines(title: str, lines: int = 1) -> list[str]:
+    """``title`` on up to ``lines`` lines, split at the spaces that make the longest line shortest."""
+    words = title.split(" ")
+    best = [title]
+    for cuts in itertools.chain.from_iterable(
+        itertools.combinations(range(1, len(words)), k) for k in range(1, min(lines, len(words)))
+    ):
+        bounds = (0, *cuts, len(words))
+        split = [" ".join(words[a:b]) for a, b in itertools.pairwise(bounds)]
+        if max(map(len, split)) < max(map(len, best)):
+            best = split
+    return best
 
 
-def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) -> tuple[Any, Any]:
+def header_width(column: Column, title: str | None = None, lines: int = 1) -> int:
+    """Pixels the header ``title`` (the column's own by default) needs: on one line, or wrapped (``lines`` > 1)."""
+    text = column.title if title is None else title
+    longest = max(len(line) for line in header_lines(text, lines))
+    if lines > 1:
+        return int(WRAP_CHAR_PX * longest + WRAP_PAD_PX)
+    return int(HEADER_CHAR_PX * longest + HEADER_PAD_PX)
+
+
+def value_width(column: Column, values: Any) -> int:
+    """Pixels the widest value of a numeric column needs (its kind's widest, or the widest of ``values``)."""
+    if column.kind == "pct":
+        return SHARE_PX
+    if column.kind == "flops":
+        chars = 7 + len(column.unit or catalog.KIND_UNITS["flops"])
+    elif column.kind in _VALUE_CHARS:
+        chars = _VALUE_CHARS[column.kind]
+    else:
+        # Counts: per step they gain up to three characters (".33").
+        shown = [catalog.format_cell(column, v) for v in np.asarray(values)[:MAX_ROWS]]
+        chars = max((len(t) for t in shown), default=1) + (3 if column.kind in ("count", "calls") else 0)
+    return int(CHAR_PX * max(chars, 4) + 16)
+
+
+def numeric_width(column: Column, values: Any, title: str | None = None, lines: int = 1) -> int:
+    """Width (px) of a numeric column: its header (on ``lines`` lines) and its values, whichever needs more."""
+    return max(header_width(column, title, lines), value_width(column, values))
+
+
+def screen_order(
+    columns: list[Column], first: tuple[str, ...] = (), then: tuple[str, ...] = ()
+) -> list[Column]:
+    """The order a bokeh table shows ``columns`` in: what must stay on screen first.
+
+    The name (the first column) leads; then the columns of ``first`` (the
+    one the rows are sorted by), the time columns in catalog order, those of
+    ``then`` (an op table's grouping) and the rest. When the room is short,
+    what comes last is what one scrolls sideways to.
+    """
+    if not columns:
+        return []
+    lead, rest = columns[:1], columns[1:]
+    head = [c for f in first for c in rest if c.field == f]
+    times = [c for c in rest if c.kind in ("time", "delta") and c not in head]
+    mid = [c for f in then for c in rest if c.field == f and c not in head]
+    tail = [c for c in rest if c not in head and c not in times and c not in mid]
+    return lead + head + times + mid + tail
+
+
+def _fitted_widths(
+    data: dict[str, Any], columns: list[Column], lines: int
+) -> tuple[list[int], dict[str, list[int]]]:
+    """Each column's starting width, and for the text columns ``[wanted, soft, floor]`` (`FIT_COLUMNS_JS`)."""
+    widths, flex = [], {}
+    for i, c in enumerate(columns):
+        if c.numeric:
+            widths.append(numeric_width(c, data[c.field], lines=lines))
+            continue
+        head = header_width(c, lines=lines)
+        want = max(head, text_width(data[c.field], c.title, c.width, NAME_MAX_PX if i == 0 else 2 * c.width))
+        soft, floor = (NAME_SOFT_PX, NAME_FLOOR_PX) if i == 0 else (TEXT_SOFT_PX, TEXT_FLOOR_PX)
+        widths.append(want)
+        flex[c.field] = [want, max(head, soft), max(head, floor)]
+    return widths, flex
+
+
+def make_table(
+    frame: pd.DataFrame,
+    columns: list[Column],
+    height: int = 380,
+    keep: tuple[str, ...] | None = None,
+    wrap_headers: bool = False,
+) -> tuple[Any, Any]:
     """A themed, sortable bokeh DataTable and its source.
 
-    The first column (the name, frozen while scrolling sideways) is as wide
-    as its longest value needs, within bounds (see `text_width`).
+    Numeric columns are as wide as their header and values need; the text
+    columns (the first one, the name, frozen while scrolling sideways) take
+    the room that is left and give way when it is short (`FIT_COLUMNS_JS`),
+    so that the columns of ``keep`` (default: the time columns) stay on
+    screen: pass ``columns`` in `screen_order`. ``wrap_headers`` lets long
+    headers take two lines (the diff's "Self CPU compiled"), for narrower
+    columns.
 
     Returns
     -------
     (DataTable, ColumnDataSource)
     """
     from bokeh.events import DocumentReady
-    from bokeh.models import ColumnDataSource, CustomJS, DataTable, TableColumn
+    from bokeh.models import ColumnDataSource, CustomJS, DataTable, InlineStyleSheet, TableColumn
 
     data = _column_data(frame, columns)
     source = ColumnDataSource(data)
-    widths = [
-        max(
-            header_width(c),
-            text_width(data[c.field], c.title, c.width, NAME_MAX_PX if i == 0 else 2 * c.width)
-            if not c.numeric
-            else c.width,
-        )
-        for i, c in enumerate(columns)
-    ]
+    widths, flex = _fitted_widths(data, columns, WRAP_LINES if wrap_headers else 1)
+    if keep is None:
+        keep = tuple(c.field for c in columns if c.kind in ("time", "delta"))
+    sheets = [table_stylesheet()] + ([InlineStyleSheet(css=WRAP_HEADERS_CSS)] if wrap_headers else [])
     cols = [
         TableColumn(
             field=c.field,
@@ -311,30 +450,34 @@ def make_table(frame: pd.DataFrame, columns: list[Column], height: int = 380) ->
         sortable=True,
         selectable=True,
         reorderable=False,
-        # Columns keep their widths and the table scrolls sideways when
-        # they do not fit: squeezing them would cut the names off.
+        # Numbers keep their widths and the text columns give way
+        # (`FIT_COLUMNS_JS`); past their floors the table scrolls sideways.
         autosize_mode="none",
         frozen_columns=1,
         row_height=24,
         height=height,
         sizing_mode="stretch_width",
-        stylesheets=[table_stylesheet()],
+        stylesheets=sheets,
         css_classes=["jp-TorchProf-table"],
     )
     table.js_on_event(DocumentReady, CustomJS(code=CELL_TIPS_JS))
     if cols:
-        # The width the names need; the browser widens it to the room there is.
-        table.tags = [widths[0]]
-        fit = CustomJS(args={"table": table}, code=FIT_NAME_JS)
+        # What each text column wants and its bounds, and what must stay on
+        # screen; the browser fits them to the room there is.
+        table.tags = [flex, list(keep)]
+        fit = CustomJS(args={"table": table}, code=FIT_COLUMNS_JS)
         table.js_on_event(DocumentReady, fit)
         for col in cols:
             col.js_on_change("visible", fit)
+            if col.field not in flex:
+                # A number's width changes with its title (``/step``): refit the names.
+                col.js_on_change("width", fit)
     return table, source
 
 
-def table_height(rows: int) -> int:
-    """Height that shows up to ~14 rows without an empty tail."""
-    return int(min(max(rows, 3), 14) * 24 + 34)
+def table_height(rows: int, wrap_headers: bool = False) -> int:
+    """Height that shows up to ~14 rows without an empty tail (and a second header line with ``wrap_headers``)."""
+    return int(min(max(rows, 3), 14) * 24 + 34 + (WRAP_EXTRA_PX if wrap_headers else 0))
 
 
 # --------------------------------------------------------------------------- #
@@ -397,10 +540,19 @@ def _per_step_rows(table: OpTable | KernelTable, frame: pd.DataFrame) -> pd.Data
 
 
 def _per_step_titles(table: OpTable | KernelTable) -> None:
-    """Mark additive columns ``/step`` in their headers while per-step mode is on."""
+    """Mark additive columns ``/step`` in their headers while per-step mode is on (and widen them for it)."""
+    data = table.source.data
     for col, spec in zip(table.model.columns, table.columns, strict=True):
         additive = spec.field in ops_mod.ADDITIVE_COLUMNS
-        col.title = f"{spec.title} /step" if additive and table.per_step else spec.title
+        title = f"{spec.title} /step" if additive and table.per_step else spec.title
+        if col.title != title:
+            col.title = title
+        if spec.numeric:
+            width = numeric_width(
+                spec, data[spec.field], title, lines=WRAP_LINES if table.wrap_headers else 1
+            )
+            if width != col.width:
+                col.width = width
 
 
 def _what_label(table: OpTable | KernelTable) -> str:
@@ -440,6 +592,9 @@ class OpTable:
         over the profiled steps.
     """
 
+    #: Headers on one line: the op table's titles are short.
+    wrap_headers = False
+
     def __init__(
         self,
         profile: Profile,
@@ -461,7 +616,9 @@ class OpTable:
         self.matched = 0
         frame = self._rows()
         self.columns = self._columns()
-        self.model, self.source = make_table(frame, self.columns, table_height(len(frame)))
+        # The sorted column and the times stay on screen; the names give way.
+        keep = self._sort_fields() + tuple(c.field for c in self.columns if c.kind == "time")
+        self.model, self.source = make_table(frame, self.columns, table_height(len(frame)), keep=keep)
         self._apply_visibility()
         _per_step_titles(self)
 
@@ -515,7 +672,14 @@ class OpTable:
                 keep = keep and (not c.when or bool(catalog.shown([c], full)))
             if keep:
                 cols.append(c)
-        return cols
+        # The columns the rows are sorted by (self and total mode) first, then
+        # the other times, then the grouping: they stay on screen.
+        return screen_order(cols, first=self._sort_fields(), then=tuple(_GROUP_FIELD.values()))
+
+    def _sort_fields(self) -> tuple[str, str]:
+        """The columns the rows are sorted by in self and in total mode."""
+        sort_self = catalog.op_sort(self.profile.sort, self.device, self.full.columns)
+        return sort_self, "device_total_us" if self.device else "cpu_total_us"
 
     def _visible(self, field: str) -> bool:
         group_field = _GROUP_FIELD.get(self.group_by)
@@ -638,6 +802,9 @@ class KernelTable:
         Rows sent (top by total time).
     """
 
+    #: Headers on two lines ("Launch" over "delay"): six time columns fit a narrow window.
+    wrap_headers = True
+
     def __init__(
         self,
         profile: Profile,
@@ -656,7 +823,8 @@ class KernelTable:
         self.shown = pd.DataFrame()
         frame = self._rows()
         self.columns = self._columns()
-        self.model, self.source = make_table(frame, self.columns, table_height(len(frame)))
+        height = table_height(len(frame), self.wrap_headers)
+        self.model, self.source = make_table(frame, self.columns, height, wrap_headers=self.wrap_headers)
         _per_step_titles(self)
 
     @property
@@ -686,7 +854,7 @@ class KernelTable:
         # shown rows (`launch_summary` runs for those only).
         keys = {c.key for c in catalog.shown(catalog.KERNELS, self.full)}
         keys |= {c.key for c in catalog.shown(catalog.pick(catalog.KERNELS, ["launched_by"]), self.shown)}
-        return [c for c in catalog.KERNELS if c.key in keys]
+        return screen_order([c for c in catalog.KERNELS if c.key in keys], first=("total_us",))
 
     def update(
         self,
@@ -710,7 +878,7 @@ class KernelTable:
         self.source.selected.indices = []
         self.source.data = _column_data(frame, self.columns)
         _per_step_titles(self)
-        self.model.height = table_height(len(frame))
+        self.model.height = table_height(len(frame), self.wrap_headers)
 
     def status(self) -> str:
         """One line: what is shown and the exact total over every kernel."""
@@ -839,4 +1007,5 @@ __all__ = [
     "build_op_table",
     "make_table",
     "match_names",
+    "screen_order",
 ]
