@@ -43,6 +43,8 @@ RANK_VIEW_COLUMNS: tuple[Column, ...] = (
     Column("worker", "Worker", "text", 160, "the host and process the trace file names"),
 )
 
+#: Device busy bars: a blue apart from the step bars' grey and the stragglers' accent.
+BUSY_COLOUR = "#4c78a8"
 #: Pixels per rank in the bar chart, and its bounds.
 BAR_PX, CHART_MIN_PX, CHART_MAX_PX = 26, 120, 900
 
@@ -73,7 +75,7 @@ def rank_chart(frame: pd.DataFrame) -> tuple[Any, Any]:
     from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, TapTool
     from bokeh.plotting import figure
 
-    from .style import ACCENT, FMT_TIME_JS, NEUTRAL, device_colour, follow_theme, time_tick_formatter
+    from .style import ACCENT, FMT_TIME_JS, NEUTRAL, follow_theme, time_tick_formatter
 
     labels = [f"rank {r}" for r in frame["rank"]]
     device = bool(np.nansum(frame["device_busy_per_step_us"].to_numpy(np.float64)) > 0)
@@ -107,13 +109,16 @@ def rank_chart(frame: pd.DataFrame) -> tuple[Any, Any]:
     renderers = [step]
     if device:
         busy = fig.hbar(
-            y="label", right="busy", height=0.3, source=source, fill_color=device_colour(0), line_color=None,
+            y="label", right="busy", height=0.3, source=source, fill_color=BUSY_COLOUR, line_color=None,
             legend_label="device busy",
         )  # fmt: skip
         renderers.append(busy)
-    fig.legend.location = "bottom_right"
-    fig.legend.background_fill_alpha = 0.6
-    fig.legend.border_line_color = None
+    # Above the bars: the straggler's bar runs the plot's whole width.
+    legend = fig.legend[0]
+    legend.orientation = "horizontal"
+    legend.background_fill_alpha = 0.0
+    legend.border_line_color = None
+    fig.add_layout(legend, "above")
     fmt = CustomJSHover(code=FMT_TIME_JS + "return fmt_time(value);")
     tips = [("", "@label"), ("step", "@step{time}")] + ([("device busy", "@busy{time}")] if device else [])
     fig.add_tools(HoverTool(renderers=renderers, tooltips=tips, formatters={"@step": fmt, "@busy": fmt}))
