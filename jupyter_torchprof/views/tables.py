@@ -288,12 +288,12 @@ if (!from_column) {
 CHAR_PX = 7.2
 NAME_MIN_PX, NAME_MAX_PX = 180, 620
 NAME_SOFT_PX, TEXT_SOFT_PX = 260, 120
-NAME_FLOOR_PX, TEXT_FLOOR_PX = 64, 60
+NAME_FLOOR_PX, TEXT_FLOOR_PX = 56, 60
 #: Pixels per character of the bold header font, and its padding with the sort arrow.
 HEADER_CHAR_PX, HEADER_PAD_PX = 8.0, 24
 #: The same for wrapped headers (`WRAP_HEADERS_CSS`: 12 px, up to three
 #: lines); the sort arrow goes under the title where the column is narrow.
-WRAP_CHAR_PX, WRAP_PAD_PX, WRAP_LINES = 7.4, 14, 3
+WRAP_CHAR_PX, WRAP_PAD_PX, WRAP_LINES = 8.2, 11, 3
 #: Characters the widest value of each numeric kind takes (``+1.23 ms``,
 #: ``1.23 GiB``); counts and plain numbers are measured on the rows.
 _VALUE_CHARS = {"time": 7, "delta": 8, "bytes": 8, "ratio": 7}
