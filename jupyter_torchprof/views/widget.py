@@ -12,6 +12,11 @@ device busy), the findings when the profile has any, then tabs:
   launched it (and the reverse).
 * **Memory** when allocations were recorded.
 
+Only the Ops page is built with the view; Kernels, Timeline and Memory are
+built the first time their tab is shown (`ui.LazyPage`), or when code asks
+for them (``view.timeline``, ``view.kernels``): the timeline of a small run
+took longer to build than everything the first page shows.
+
 `views.interactive` decides where the view is built (an ipykernel with
 comms); everywhere else the profile's text and static HTML are what is
 shown, and they travel in the same mimebundle as the widget, so a notebook
