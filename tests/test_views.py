@@ -659,7 +659,8 @@ def test_name_column_fits_its_names_and_headers_their_titles(a100):
     assert widths["short_name"] == min(int(CHAR_PX * longest + 18), NAME_MAX_PX)
     # The browser fits the name column to the room there is: this width is
     # what it wants, then its soft width and its floor; the times stay on screen.
-    assert table.model.tags[0]["short_name"] == [widths["short_name"], NAME_SOFT_PX, NAME_FLOOR_PX]
+    floor = max(NAME_FLOOR_PX, header_width(table.columns[0], lines=WRAP_LINES))
+    assert table.model.tags[0]["short_name"] == [widths["short_name"], NAME_SOFT_PX, floor]
     assert set(table.model.tags[1]) == {c.field for c in table.columns if c.kind == "time"}
     # The kernel table's headers wrap ("Launch" over "delay").
     assert table.wrap_headers
