@@ -119,12 +119,12 @@ def _tmux(socket: str, *args: str) -> str:
 
 
 def _pane_until(socket: str, marker: str, timeout: float = 180) -> list[str]:
-    """The pane's whole history, wrapped lines joined (``-J``), once ``marker`` shows on a line of its own."""
+    """The pane's whole history, wrapped lines joined (``-J``), once a line starts with ``marker``."""
     deadline = time.time() + timeout
     lines: list[str] = []
     while time.time() < deadline:
         lines = [line.rstrip() for line in _tmux(socket, "capture-pane", "-p", "-J", "-S", "-").splitlines()]
-        if marker in lines:
+        if any(line.startswith(marker) for line in lines):
             return lines
         time.sleep(0.5)
     pytest.fail(f"{marker} never showed; the pane ends with:\n" + "\n".join(lines[-30:]))
@@ -145,7 +145,16 @@ def test_op_table_fits_an_80_column_terminal(tmp_path):
     _tmux(socket, "new-session", "-d", "-s", "tp", "-x", str(PANE_COLUMNS), "-y", "50", command)
     try:
         _tmux(socket, "set-option", "-t", "tp", "history-limit", "5000")
-        for line in ("%load_ext jupyter_torchprof", f"%torchprof --load {trace}", "print('END' + 'OFRUN')"):
+        cells = (
+            "%load_ext jupyter_torchprof",
+            f"%torchprof --load {trace}",
+            "import torch; x = torch.randn(256, 256)",
+            "%torchprof --steps 2 -d cpu y = torch.nn.functional.softmax(x @ x, dim=-1).sum()",
+            "print('END' + 'OFRUN')",
+        )
+        for n, line in enumerate(cells, start=1):
+            # Each line once its prompt is up: typed ahead, the terminal would echo it raw.
+            _pane_until(socket, f"In [{n}]:")
             _tmux(socket, "send-keys", "-t", "tp", "-l", line)
             _tmux(socket, "send-keys", "-t", "tp", "Enter")
         lines = _pane_until(socket, "ENDOFRUN")
@@ -164,3 +173,9 @@ def test_op_table_fits_an_80_column_terminal(tmp_path):
     assert len(rows) >= 10
     for row, name in zip(rows, names, strict=False):
         assert row == name or (row.endswith("…") and name.startswith(row[:-1])), (row, name)
+    # The profiled run's op table too, after the loaded one.
+    run_header = next(i for i in range(end, len(lines)) if lines[i].startswith("Name "))
+    assert "Self CPU" in lines[run_header]
+    run_end = next(i for i in range(run_header + 2, len(lines)) if lines[i].startswith("---"))
+    run_rows = [line.split("  ")[0] for line in lines[run_header + 2 : run_end]]
+    assert {"aten::mm", "aten::_softmax", "aten::sum"} <= set(run_rows), run_rows
