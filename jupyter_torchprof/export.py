@@ -175,7 +175,7 @@ def _write_one(profile: Profile, target: Path, fmt: str, table: str, result: Exp
         _atomic_write(target, lambda tmp: frame.to_parquet(tmp, index=False))
         result.messages.append(f"writing {target.name}: the {table} table ({len(frame)} rows)")
     elif fmt == "text":
-        text = profile.table(row_limit=-1)
+        text = profile.table(row_limit=-1, width=0)  # a file: every column, whatever the terminal
         _atomic_write(target, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
         result.messages.append(f"writing {target.name}: the text tables")
     elif fmt == "html":

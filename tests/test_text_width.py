@@ -109,3 +109,16 @@ def test_width_zero_and_no_terminal_keep_the_natural_table(monkeypatch):
     monkeypatch.delenv("COLUMNS")
     # pytest's captured output is no terminal: no limit.
     assert fit_width(None) is None
+
+
+def test_a_text_export_keeps_every_column_in_a_narrow_terminal(tmp_path, monkeypatch):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = load(str(real_trace("a100_nccl_rank0.pt.trace.json.gz")))
+    monkeypatch.setenv("COLUMNS", "80")  # what a narrow terminal says
+    assert max(len(line) for line in p.table().splitlines()) <= 80
+    p.export(tmp_path / "tables.txt")
+    text = (tmp_path / "tables.txt").read_text(encoding="utf-8")
+    assert "hidden to fit" not in text
+    header, _ = _op_table(text)
+    assert header[1:] == [c.title for c in op_columns(p.ops, True)]
