@@ -45,7 +45,7 @@ RANK_VIEW_COLUMNS: tuple[Column, ...] = (
 
 #: Device busy bars: a blue apart from the step bars' grey and the stragglers' accent.
 BUSY_COLOUR = "#4c78a8"
-#: Pixels per rank in the bar chart, and its bounds.
+#: Pixels per rank in the bar chart, and its bounds (axis and legend take 90 more).
 BAR_PX, CHART_MIN_PX, CHART_MAX_PX = 26, 120, 900
 
 
@@ -86,7 +86,7 @@ def rank_chart(frame: pd.DataFrame) -> tuple[Any, Any]:
         "colour": [ACCENT if s else NEUTRAL for s in frame["straggler"]],
     }
     source = ColumnDataSource(data)
-    height = int(min(max(BAR_PX * len(frame) + 60, CHART_MIN_PX), CHART_MAX_PX))
+    height = int(min(max(BAR_PX * len(frame) + 90, CHART_MIN_PX), CHART_MAX_PX))
     fig = figure(
         y_range=list(reversed(labels)),
         height=height,
