@@ -139,7 +139,8 @@ def copies(store: RunStore, template: Path, n: int, cached: bool) -> list[str]:
     """``n`` new run folders with copies of the template's trace, with or without its caches.
 
     Copies, not hard links: the store treats a file with more than one link
-    as missing (a store copied with ``cp -al``), and answered 404 here.
+    as missing (a store copied with ``cp -al``), and answered 404 here. The
+    copy keeps the trace's mtime, which the cache files record and must match.
     """
     ids = []
     trace = template / TRACE_NAME
@@ -148,7 +149,7 @@ def copies(store: RunStore, template: Path, n: int, cached: bool) -> list[str]:
         run_id = new_run_id()
         folder = store.root / run_id
         folder.mkdir()
-        shutil.copyfile(trace, folder / TRACE_NAME)
+        shutil.copy2(trace, folder / TRACE_NAME)  # with its mtime, which the caches must match
         shutil.copyfile(template / "run.json", folder / "run.json")
         for f in extra:
             shutil.copyfile(f, folder / f.name)
