@@ -101,23 +101,36 @@ export function fmtBytes(b: number | null | undefined): string {
   return `${b.toFixed(0)} B`;
 }
 
-/** A FLOP count with an SI prefix. */
-export function fmtFlops(f: number | null | undefined): string {
-  if (isMissing(f) || f === 0) {
+/** Three significant digits and never an exponent (`999.7` reads `1000`). */
+function digits3(v: number): string {
+  return Math.abs(v) >= 99.95 ? v.toFixed(0) : sig3(v);
+}
+
+const SI_PREFIXES: [string, number][] = [
+  ['P', 1e15],
+  ['T', 1e12],
+  ['G', 1e9],
+  ['M', 1e6],
+  ['k', 1e3]
+];
+
+/**
+ * A FLOP count (or, with `unit` `FLOP/s`, a rate) with an SI prefix:
+ * `537 MFLOP`, `1.61 GFLOP`; `–` where nothing was counted. The same rule as
+ * the Python catalog's `format.fmt_flops` (a test holds them equal).
+ */
+export function fmtFlops(f: number | null | undefined, unit = 'FLOP'): string {
+  if (isMissing(f) || f === 0 || !Number.isFinite(f)) {
     return MISSING;
   }
-  const units: [string, number][] = [
-    ['TFLOP', 1e12],
-    ['GFLOP', 1e9],
-    ['MFLOP', 1e6],
-    ['kFLOP', 1e3]
-  ];
-  for (const [unit, scale] of units) {
-    if (f >= scale) {
-      return `${sig3(f / scale)} ${unit}`;
+  const a = Math.abs(f);
+  for (const [prefix, scale] of SI_PREFIXES) {
+    // 0.9995 of the prefix rounds up to it: "1 GFLOP", not "1000 MFLOP".
+    if (a >= 0.9995 * scale) {
+      return `${digits3(f / scale)} ${prefix}${unit}`;
     }
   }
-  return `${f.toFixed(0)} FLOP`;
+  return `${digits3(f)} ${unit}`;
 }
 
 /** A ratio such as a speed-up: `1.85×`; `new` for infinity. */

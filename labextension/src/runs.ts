@@ -334,7 +334,12 @@ export interface ColumnSpec {
 }
 
 /** Format one cell for display (`labels`: a status column's readings). */
-export function formatCell(kind: ColumnKind, value: Cell, labels?: Record<string, string>): string {
+export function formatCell(
+  kind: ColumnKind,
+  value: Cell,
+  labels?: Record<string, string>,
+  unit?: string
+): string {
   if (value === null || value === undefined) {
     return isTextKind(kind) ? '' : '–';
   }
@@ -356,7 +361,7 @@ export function formatCell(kind: ColumnKind, value: Cell, labels?: Record<string
     case 'bytes':
       return fmtBytes(value);
     case 'flops':
-      return fmtFlops(value);
+      return fmtFlops(value, unit || 'FLOP');
     case 'ratio':
       return fmtRatio(value);
     case 'number':

@@ -160,7 +160,7 @@ export class SortableTable {
         const td = tr.insertCell();
         const value = row[this._index.get(spec.key) as number];
         td.className = kindClass(spec);
-        td.textContent = formatCell(spec.kind, value, spec.labels);
+        td.textContent = formatCell(spec.kind, value, spec.labels, spec.unit);
         if (spec.title_key !== undefined && this._index.has(spec.title_key)) {
           td.title = String(row[this._index.get(spec.title_key) as number] ?? '');
         } else if (isTextKind(spec.kind)) {

@@ -11,6 +11,8 @@ import {
   MISSING
 } from '../format';
 
+declare const require: (id: string) => unknown;
+
 // Expected strings are what jupyter_torchprof.views.format gives for the same
 // inputs: the sidebar and the inline views must print a number the same way.
 describe('fmtTime', () => {
@@ -64,6 +66,17 @@ test('fmtPct, fmtCount, fmtFlops', () => {
   expect(fmtFlops(1500)).toBe('1.5 kFLOP');
   expect(fmtFlops(12)).toBe('12 FLOP');
   expect(fmtFlops(0)).toBe(MISSING);
+});
+
+test('fmtFlops gives what the Python catalog gives on the shared table of cases', () => {
+  const table = require('../../../tests/data/format_cases/flops.json') as {
+    cases: { value: number | null; unit: string; text: string }[];
+  };
+  expect(table.cases.length).toBeGreaterThan(20);
+  for (const c of table.cases) {
+    const value = c.value === null ? NaN : c.value;
+    expect(`${c.value} ${c.unit} -> ${fmtFlops(value, c.unit)}`).toBe(`${c.value} ${c.unit} -> ${c.text}`);
+  }
 });
 
 test('fmtDelta and fmtRatio', () => {
