@@ -44,7 +44,7 @@ for arg in "$@"; do
 done
 
 total=3
-[ "$want_browser" = 1 ] && total=4
+[ "$want_browser" = 1 ] && total=5
 n=0
 # took: how long the step before took (printed when the next one starts).
 took() { [ "$n" = 0 ] || [ "$dry_run" = 1 ] || printf '    (took %dm%02ds)\n' $((SECONDS / 60)) $((SECONDS % 60)); }
@@ -113,6 +113,15 @@ if [ "$want_browser" = 1 ]; then
     [ "$(id -u)" = 0 ] || sudo=(sudo)
     run "${sudo[@]}" apt-get update -q
     run "${sudo[@]}" apt-get install -y -q chromium
+  fi
+  # The terminal test runs a real ipython in an 80-column tmux pane.
+  if command -v tmux >/dev/null; then
+    step "tmux for the terminal test: $(command -v tmux) is there, kept"
+  else
+    step "tmux for the terminal test (an 80-column ipython), from Debian with apt" "(one small package, seconds)"
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    run "${sudo[@]}" apt-get install -y -q tmux || { run "${sudo[@]}" apt-get update -q && run "${sudo[@]}" apt-get install -y -q tmux; }
   fi
 fi
 

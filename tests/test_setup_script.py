@@ -61,9 +61,10 @@ def test_cpu_build_from_pytorchs_cpu_index(fresh, how):
 def test_steps_are_numbered_and_say_what_each_does(fresh):
     done = _setup(fresh, "--dry-run", "--cpu")
     steps = [ln for ln in done.stdout.splitlines() if ln.startswith("==> [")]
-    assert [s.split("]")[0] for s in steps] == ["==> [1/4", "==> [2/4", "==> [3/4", "==> [4/4"]
+    assert [s.split("]")[0] for s in steps] == [f"==> [{i}/5" for i in range(1, 6)]
     assert "npm" in steps[2] or "npm" in done.stdout.split(steps[2])[1].split("==>")[0]
     assert "Chromium" in steps[3]
+    assert "tmux" in steps[4]
     assert "dry run: nothing was changed" in done.stdout
 
 
