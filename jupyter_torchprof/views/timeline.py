@@ -541,7 +541,7 @@ class Timeline:
                 line_color=ACCENT,
                 line_width=1.5,
                 end=VeeHead(size=8, fill_color=ACCENT, line_color=ACCENT),
-                name="torchprof-arrows",
+                name="torchprof-arrow-glyphs",
             )
         )
         self._add_legend(fig)
