@@ -539,7 +539,7 @@ class Timeline:
                 y_end="y1",
                 source=self.arrow_source,
                 line_color=ACCENT,
-                line_width=1.5,
+                line_width=2,
                 end=VeeHead(size=8, fill_color=ACCENT, line_color=ACCENT),
                 name="torchprof-arrow-glyphs",
             )
