@@ -67,13 +67,15 @@ def test_the_phases_are_reported_in_order_and_add_up(shell):
     assert phases["warm-up"] >= sum(took[:2])
     assert phases["profiler warm-up step"] >= took[2]
     assert phases["profiled steps"] >= sum(took[3:])
-    # ... and little else in them: a synchronisation and the profiler's step marks.
-    assert phases["profiled steps"] - sum(took[3:]) < 0.5 * sum(took[3:])
+    # No phase counts another's time twice: together they fit in the cell's
+    # wall time (above); an upper bound on one phase alone would be a timing
+    # test that a loaded machine fails.
     assert phases["parse"] == profile.capture.parse_s
     # The line says each phase of 10 ms or more, with the steps first and the whole.
     (line,) = lines
     assert line.startswith("torchprof: 3 profiled steps ")
-    assert " each) · also: set-up " in line
+    # Phases under 10 ms (set-up, on a quiet machine) are left out of the line.
+    assert " each) · also: " in line
     assert "warm-up 2× " in line
     for name, seconds in phases.items():
         if seconds >= 0.01 and name not in ("profiled steps", "warm-up"):
