@@ -18,7 +18,7 @@ from ..columns import Column
 from ..format import esc, fmt_count
 from . import ui as W
 from .tables import make_table, match_names, screen_order, table_height
-from .widget import OneWidget, ProfileView, retire
+from .widget import OneWidget, ProfileView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
@@ -197,6 +197,4 @@ class ComparisonView(OneWidget):
         for v in self._views.values():
             if isinstance(v, ProfileView):
                 v.close()
-        if self._surface is not None:
-            retire(self._surface)
-            self._surface = None
+        super().close()

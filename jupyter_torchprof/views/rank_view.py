@@ -23,7 +23,7 @@ from ..format import esc, fmt_count
 from . import ui as W
 from .ranks import straggler_verdict
 from .tables import make_table, table_height
-from .widget import OneWidget, ProfileView, retire
+from .widget import OneWidget, ProfileView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.ranks import RankSet
@@ -191,9 +191,4 @@ class RankView(OneWidget):
         """Close the widget (its page turns static) and every rank view it opened."""
         for v in self._views.values():
             v.close()
-        if self._surface is not None:
-            retire(self._surface)
-            self._surface = None
-        else:
-            for node in W.walk(self.root):
-                node.close()
+        super().close()

@@ -120,6 +120,21 @@ class OneWidget:
         # marimo's hook: it shows an anywidget by itself.
         return self.widget()
 
+    def close(self) -> None:
+        """Close the view: its widget shows the static form instead, every node lets go of its callbacks.
+
+        The timeline's figure and the tables keep the profile's arrays; a
+        closed view holds none of them through the page any more. A view
+        that holds others (a comparison's pages, a rank's view) closes them
+        first, then calls this.
+        """
+        if self._surface is not None:
+            retire(self._surface)
+            self._surface = None
+        else:
+            for node in W.walk(self.root):
+                node.close()
+
 
 class ProfileView(OneWidget):
     """The interactive view of a `Profile` (see the module docstring).
@@ -387,19 +402,6 @@ class ProfileView(OneWidget):
         self.tabs.selected_index = self._timeline_tab
         if window is not None:
             self.timeline.zoom_to(*window)
-
-    def close(self) -> None:
-        """Close the view: its widget shows the static tables instead, every node lets go of its callbacks.
-
-        The timeline's figure and the tables keep the profile's arrays; a
-        closed view holds none of them through the page any more.
-        """
-        if self._surface is not None:
-            retire(self._surface)
-            self._surface = None
-        else:
-            for node in W.walk(self.root):
-                node.close()
 
 
 class TablePage:
