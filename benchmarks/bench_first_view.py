@@ -28,15 +28,10 @@ rounds, and the comparison the median of the per-round ratios (new / base).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from base_tree import ROOT, checkout, run_child
 
 _CHILD = r"""
 import json, sys, time
@@ -93,30 +88,7 @@ print(json.dumps({
 
 
 def measure(source: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(source), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
-    env.pop("TORCHPROF_WIDGETS", None)
-    # cwd elsewhere: ``python -c`` puts the working folder first on sys.path.
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tempfile.gettempdir(),
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{source}: {out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def worktree(commit: str) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="torchprof-base-")) / "tree"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit],
-        check=True,
-        capture_output=True,
-    )
-    return path
+    return run_child(_CHILD, source, unset=("TORCHPROF_WIDGETS",))
 
 
 def _median(values: list[float]) -> float:
@@ -154,11 +126,8 @@ def main() -> None:
     ap.add_argument("--base", default="c466c7e", help="commit of the view before (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    base = worktree(args.base)
-    try:
+    with checkout(args.base) as base:
         run(args.rounds, {args.base: base, "this tree": ROOT})
-    finally:  # the temporary checkout goes, and git forgets it
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
 
 
 if __name__ == "__main__":

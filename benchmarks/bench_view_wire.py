@@ -27,15 +27,13 @@ figures are medians over rounds, with min-max.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from base_tree import ROOT, checkout, run_child
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 _CHILD = r"""
@@ -100,6 +98,8 @@ seconds = time.perf_counter() - t0
 first = sent["bytes"]
 timeline = 0
 if ui is not None and hasattr(view_module, "keep_live"):
+    # As a click on the tab: a page built when first shown is built and sent now.
+    view.tabs.set_from_page(view._timeline_tab)
     for node in ui.walk(view.tabs.children[view._timeline_tab]):
         if isinstance(node, ui.Figure):
             surface._on_page_message(surface, {"t": "doc", "id": node.id}, [])
@@ -111,29 +111,7 @@ print(json.dumps({"bytes": first, "messages": sent["messages"], "seconds": secon
 
 
 def measure(source: Path, trace: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(source), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
-    # cwd elsewhere: ``python -c`` puts the working folder first on sys.path.
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(trace)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tempfile.gettempdir(),
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{source}: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def worktree(commit: str) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="torchprof-base-")) / "tree"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit],
-        check=True,
-        capture_output=True,
-    )
-    return path
+    return run_child(_CHILD, source, str(trace))
 
 
 def main() -> None:
@@ -143,12 +121,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--events", type=int, default=0, help="also a synthetic trace of this many events")
     args = ap.parse_args()
-    base = None if args.source else worktree(args.base)
-    try:
-        run(args, args.source or [base, ROOT])
-    finally:
-        if base is not None:  # the temporary checkout goes, and git forgets it
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    if args.source:
+        run(args, args.source)
+        return
+    with checkout(args.base) as base:
+        run(args, [base, ROOT])
 
 
 def run(args: argparse.Namespace, sources: list[Path]) -> None:
