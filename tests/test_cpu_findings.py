@@ -12,7 +12,7 @@ import os
 import re
 
 import pytest
-from tracefiles import raw_events
+from tracefiles import raw_events, union_in
 
 from jupyter_torchprof import load
 from jupyter_torchprof.analysis.findings import THRESHOLDS
@@ -38,16 +38,6 @@ def steps(ev: list[dict]) -> list[tuple[str, float, float]]:
         ),
         key=lambda t: t[1],
     )
-
-
-def union_in(intervals, lo: float, hi: float) -> float:
-    """Length of the union of the intervals clipped to [lo, hi]."""
-    total, end = 0.0, lo
-    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi):
-        if e > end:
-            total += e - max(s, end)
-            end = e
-    return total
 
 
 def per_step(ev, intervals) -> float:

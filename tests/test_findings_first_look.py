@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tracefiles import raw_events
+from tracefiles import raw_events, union_in
 
 from jupyter_torchprof.analysis.findings import THRESHOLDS
 
@@ -38,15 +38,6 @@ def step_windows(ev: list[dict]) -> list[tuple[float, float]]:
     return sorted(
         (e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] == "user_annotation" and STEP.match(e["name"])
     )
-
-
-def union_in(intervals, lo: float, hi: float) -> float:
-    total, end = 0.0, lo
-    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi):
-        if e > end:
-            total += e - max(s, end)
-            end = e
-    return total
 
 
 def encloses(outer: dict, inner: dict) -> bool:

@@ -18,7 +18,7 @@ import warnings
 
 import pandas as pd
 import pytest
-from tracefiles import ROOT, assert_same_findings, raw_events, real_trace
+from tracefiles import ROOT, assert_same_findings, raw_events, real_trace, write_rank_folder
 
 from jupyter_torchprof import load
 from jupyter_torchprof.results.parallel import RankDigest, digest_files
@@ -36,14 +36,7 @@ SOURCES = {
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("job")
-    for rank, name in SOURCES.items():
-        with gzip.open(real_trace(name), "rt") as fh:
-            doc = json.load(fh)
-        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": len(SOURCES)}
-        with gzip.open(folder / f"rank{rank}.pt.trace.json.gz", "wt") as fh:
-            json.dump(doc, fh)
-    return folder
+    return write_rank_folder(tmp_path_factory.mktemp("job"), SOURCES)
 
 
 def _in_one_process(folder) -> RankSet:

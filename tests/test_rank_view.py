@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import warnings
 
 import numpy as np
 import pytest
-from tracefiles import key_averages_calls, raw_events, real_trace, union_length
+from tracefiles import key_averages_calls, raw_events, real_trace, union_length, write_rank_folder
 
 from jupyter_torchprof import load
 from jupyter_torchprof.results.ranks import RankSet
@@ -27,14 +25,7 @@ DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("rankjob")
-    for rank, name in SOURCES.items():
-        with gzip.open(real_trace(name), "rt") as fh:
-            doc = json.load(fh)
-        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": len(SOURCES)}
-        with gzip.open(folder / f"rank{rank}.pt.trace.json.gz", "wt") as fh:
-            json.dump(doc, fh)
-    return folder
+    return write_rank_folder(tmp_path_factory.mktemp("rankjob"), SOURCES)
 
 
 @pytest.fixture

@@ -64,6 +64,28 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def union_in(intervals, lo: float, hi: float) -> float:
+    """Length of the union of ``(start, end)`` intervals clipped to ``[lo, hi]`` (plain Python, the oracle)."""
+    total, end = 0.0, lo
+    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
+
+
+def write_rank_folder(folder: Path, sources: dict[int, str]) -> Path:
+    """A job folder: real trace ``sources[r]`` copied as ``rank{r}.pt.trace.json.gz``, naming rank r of the job."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank, name in sources.items():
+        with gzip.open(real_trace(name), "rt") as fh:
+            doc = json.load(fh)
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": len(sources)}
+        with gzip.open(folder / f"rank{rank}.pt.trace.json.gz", "wt") as fh:
+            json.dump(doc, fh)
+    return folder
+
+
 def _is_host_category(cat: object) -> bool:
     name = str(cat or "").lower()
     return name in ("cpu_op", "operator", "user_annotation", "python_function") or name.endswith(

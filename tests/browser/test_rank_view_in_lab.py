@@ -6,13 +6,11 @@ ranks and an A100 rank whose steps take ~2.8x as long (the straggler).
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 
 from labkit import open_notebook, run_all, write_notebook
 from test_views_in_lab import _shot, _table_rows, _wait_rows
-from tracefiles import real_trace
+from tracefiles import write_rank_folder
 
 SOURCES = {
     0: "v100_ddp_ns_timestamps.pt.trace.json.gz",
@@ -36,15 +34,7 @@ _BARS_JS = """
 
 
 def _job(root):
-    folder = root / "rankjob"
-    folder.mkdir(exist_ok=True)
-    for rank, name in SOURCES.items():
-        with gzip.open(real_trace(name), "rt") as fh:
-            doc = json.load(fh)
-        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": len(SOURCES)}
-        with gzip.open(folder / f"rank{rank}.pt.trace.json.gz", "wt") as fh:
-            json.dump(doc, fh)
-    return folder
+    return write_rank_folder(root / "rankjob", SOURCES)
 
 
 def test_rank_folder_view_shows_every_rank_the_verdict_and_opens_a_rank(page, lab):
