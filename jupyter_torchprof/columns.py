@@ -300,6 +300,7 @@ _TIP_SELF_CPU = "time in the op itself, on the host (children excluded)"
 _TIP_CPU_TOTAL = "time in the op and everything it called"
 _TIP_SELF_DEVICE = "device time of the kernels this op launched itself"
 _TIP_DEVICE_TOTAL = "device time of every kernel below the op"
+_TIP_NOTE = "what the trace says about this row and why it is there (select the row for the explanation)"
 
 #: The op table (`Profile.ops`, `Profile.op_table`), in the order shown.
 OPS: tuple[Column, ...] = (
@@ -341,6 +342,7 @@ OPS: tuple[Column, ...] = (
         "(total, not self: a convolution's FLOPs sit on aten::conv2d, its kernels under its children)",
         unit="FLOP/s", when="any",
     ),
+    Column("note", "Note", "text", 220, _TIP_NOTE, when="any"),
 )  # fmt: skip
 
 #: The kernel table (`Profile.kernels`: kernels, copies and memsets by name).
@@ -365,6 +367,7 @@ KERNELS: tuple[Column, ...] = (
         "launch_delay_us", "Launch delay", "time", 100, "mean time from the launch call to the kernel start",
         when="any",
     ),
+    Column("note", "Note", "text", 220, _TIP_NOTE, when="any"),
 )  # fmt: skip
 
 #: Profiler steps (`Profile.steps`).

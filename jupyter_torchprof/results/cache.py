@@ -105,7 +105,7 @@ def code_fingerprint() -> str:
     import hashlib
 
     from .. import columns
-    from ..analysis import findings
+    from ..analysis import findings, notes
 
     catalog = sorted(
         f"{table}.{col.key}"
@@ -116,6 +116,8 @@ def code_fingerprint() -> str:
     rules = sorted(str(rule[0]) for rule in findings.RULES)
     # A rule that changes what it reports (not only a new rule) bumps this.
     rules.append(f"version {findings.RULES_VERSION}")
+    # The notes on op and kernel rows are stored in the tables too.
+    rules += [f"note {r}" for r in notes.rule_ids()]
     return hashlib.sha256(json.dumps([catalog, rules]).encode()).hexdigest()[:16]
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from ..analysis import kernels as kernels_mod
 from ..analysis import links as links_mod
 from ..analysis import modules as modules_mod
+from ..analysis import notes as notes_mod
 from ..analysis import ops as ops_mod
 from ..analysis import steps as steps_mod
 from ..analysis import tree as tree_mod
@@ -238,7 +239,7 @@ class Profile:
         key = (group_by, flops, include_python)
         cache = self.__dict__.setdefault("_op_tables", {})
         if key not in cache:
-            cache[key] = ops_mod.op_table(
+            table = ops_mod.op_table(
                 self._data.events,
                 self._costs,
                 group_by=group_by,
@@ -246,6 +247,7 @@ class Profile:
                 include_python=include_python,
                 group_values=self.module_of if group_by == "module" else None,
             )
+            cache[key] = self._with_notes(table, notes_mod.OPS)
         return ops_mod.per_step(cache[key], self.step_count) if per_step else cache[key]
 
     def kernel_table(self, per_step: bool = False) -> pd.DataFrame:
@@ -317,7 +319,34 @@ class Profile:
         step); `kernel_table` gives them per step.
         """
         keep = steps_mod.counted_work(self.steps, self._device_steps)
-        return kernels_mod.kernel_table(self._data.events, self._links, keep)
+        return self._with_notes(
+            kernels_mod.kernel_table(self._data.events, self._links, keep), notes_mod.KERNELS
+        )
+
+    @cached_property
+    def annotations(self) -> pd.DataFrame:
+        """Every note on an op or kernel row, with its explanation and the event that showed it.
+
+        One row per (``table``, ``key``, ``id``): ``note`` is the text on the
+        row, ``why`` the explanation, ``event`` the row in `events` of the
+        triggering event (-1 where none). See `analysis.notes`.
+        """
+        return notes_mod.annotate(
+            notes_mod.NoteContext(
+                self._data.events,
+                self._tree["parent"].to_numpy(),
+                self._links["op"].to_numpy(),
+                self._links["launch"].to_numpy(),
+                bool(self.summary["device_traced"]),
+            )
+        )
+
+    def _with_notes(self, table: pd.DataFrame, which: str) -> pd.DataFrame:
+        """``table`` with its ``note`` and ``note_ids`` columns (`analysis.notes.note_columns`)."""
+        if "name" not in table.columns:
+            return table
+        table["note"], table["note_ids"] = notes_mod.note_columns(table["name"], self.annotations, which)
+        return table
 
     @property
     def notes(self) -> list[str]:

@@ -1,0 +1,99 @@
+"""The shapes every note rule shares: an `Annotation`, a `Hit`, the `NoteContext` rules read.
+
+See the package's docstring for what notes are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from ...trace import categories as K
+
+#: Bumped when a rule changes what it reports (part of the table cache's fingerprint).
+RULES_VERSION = 1
+#: Tables a note can be on.
+OPS = "ops"
+KERNELS = "kernels"
+#: Joins several notes on one row.
+SEPARATOR = " · "
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One kind of note: ``id`` (stable, the docs' anchor), ``text`` (on the row), ``why`` (the explanation)."""
+
+    id: str
+    table: str
+    text: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A note found on one row: table, row key (op or kernel name), annotation id, text, triggering event.
+
+    ``text`` may say more than the annotation's own (``SDPA backend: flash``);
+    empty means the annotation's text. ``event`` is the row in the events of
+    the event that showed it (-1 when the row as a whole did).
+    """
+
+    table: str
+    key: str
+    id: str
+    text: str = ""
+    event: int = -1
+
+
+@dataclass
+class NoteContext:
+    """What rules read: the parsed events, the host call tree and launch links, aligned by row.
+
+    ``parent`` is each event's enclosing host event (-1 at the top), ``op``
+    each device event's launching op (-1 where none), ``launch`` its launch
+    call. ``device_traced`` is False on a host-only run, where "launches no
+    kernel" cannot be read.
+    """
+
+    events: pd.DataFrame
+    parent: np.ndarray
+    op: np.ndarray
+    launch: np.ndarray
+    device_traced: bool
+
+    @cached_property
+    def names(self) -> np.ndarray:
+        """Each event's name (an object array, for comparing with Python strings)."""
+        return self.events["name"].to_numpy(dtype=object)
+
+    @cached_property
+    def kinds(self) -> np.ndarray:
+        """Each event's kind (`trace.categories`)."""
+        return self.events["kind"].to_numpy(dtype=object)
+
+    def rows_of_kind(self, *kinds: str) -> np.ndarray:
+        """Rows of the events of any of ``kinds``."""
+        return np.flatnonzero(np.isin(self.kinds, kinds))
+
+    @cached_property
+    def launches_work(self) -> np.ndarray:
+        """Per event: True where it or an event below it launched device work (kernel, copy, memset)."""
+        out = np.zeros(len(self.events), dtype=bool)
+        device = np.isin(self.kinds, K.DEVICE_ACTIVITY)
+        owners = self.op[device]
+        owners = owners[owners >= 0]
+        # Mark each launching op, then walk up the call tree to the roots.
+        frontier = np.unique(owners)
+        while len(frontier):
+            frontier = frontier[~out[frontier]]
+            out[frontier] = True
+            up = self.parent[frontier]
+            frontier = np.unique(up[up >= 0])
+        return out
+
+
+Rule = Callable[[NoteContext], list[Hit]]
