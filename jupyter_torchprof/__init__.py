@@ -11,15 +11,30 @@ are imported only when a function that needs them runs.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from .errors import TorchProfError, TraceError
 from .results import seams as _seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import profile, profiling
+    from .results.comparison import Comparison
     from .results.profile import Profile
+    from .results.profile_diff import ProfileDiff
     from .results.ranks import RankSet
+
+#: Public names imported only when first used (module, attribute): torch,
+#: pandas, bokeh and IPython come with them, never with the package.
+_LAZY = {
+    "profile": ("api", "profile"),
+    "profiling": ("api", "profiling"),
+    "Profile": ("results.profile", "Profile"),
+    "RankSet": ("results.ranks", "RankSet"),
+    "Comparison": ("results.comparison", "Comparison"),
+    "ProfileDiff": ("results.profile_diff", "ProfileDiff"),
+}
 
 __all__ = [
     "__version__",
@@ -29,6 +44,11 @@ __all__ = [
     "load_ipython_extension",
     "unload_ipython_extension",
     "Profile",
+    "RankSet",
+    "Comparison",
+    "ProfileDiff",
+    "TraceError",
+    "TorchProfError",
 ]
 
 
@@ -98,18 +118,15 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def __getattr__(name: str) -> Any:
-    # profile() and profiling() (scripts, marimo: no magics) come with the
-    # session's imports (IPython among them), so only when asked for.
-    if name in ("profile", "profiling"):
-        from . import api
+    # The classes and profile()/profiling() (which bring IPython) are
+    # imported when first asked for, so that importing the package stays cheap.
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'jupyter_torchprof' has no attribute {name!r}")
+    module, attr = where
+    return getattr(importlib.import_module(f".{module}", __name__), attr)
 
-        return getattr(api, name)
-    if name == "Profile":
-        from .results.profile import Profile
 
-        return Profile
-    if name == "RankSet":
-        from .results.ranks import RankSet
-
-        return RankSet
-    raise AttributeError(f"module 'jupyter_torchprof' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    # What a user may use, not the module's plumbing (Any, TYPE_CHECKING, _seams...).
+    return sorted(__all__)
