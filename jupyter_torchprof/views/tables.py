@@ -11,7 +11,8 @@ bokeh model; the `views.ui` controls of `widget` drive them, and
 without a kernel.
 
 Names go through bokeh's ``StringFormatter``, which renders text; templates
-only ever see numbers.
+only ever see numbers, but for the notes' chips (`notes_view`), whose
+template escapes the text it is given.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..analysis import ops as ops_mod
 from ..columns import STATUS_LABELS, Column
 from ..format import fmt_count, fmt_time, per_step_label, totals_label
 from ..trace import categories as K
+from .notes_view import NOTE_KEY, note_chip_formatter
 from .style import FMT_BYTES_JS, FMT_TIME_JS, table_stylesheet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,7 +156,9 @@ _FORMATTERS = {
 
 
 def column_formatter(column: Column) -> Any:
-    """The bokeh formatter of one catalog column (a FLOPs column's unit says count or rate)."""
+    """The bokeh formatter of one catalog column (a FLOPs column's unit says count or rate; notes as chips)."""
+    if column.key == NOTE_KEY:
+        return note_chip_formatter()
     if column.kind == "flops":
         return flops_formatter(column.unit or catalog.KIND_UNITS["flops"])
     return _FORMATTERS[column.kind]()

@@ -13,7 +13,9 @@ What travels to the browser is small by construction:
   window, events narrower than a pixel merged per row;
 * strings (names, shapes, grids, launching ops) travel once per payload as a
   lookup table, and glyphs carry integer codes into it; hover text is looked
-  up in the browser by a fixed script and shown as text;
+  up in the browser by a fixed script and shown as text; a name's notes
+  (`analysis.notes`, as its table row shows them) travel beside it in that
+  table, once per distinct name, not per glyph;
 * numbers are typed arrays (float32 widths, int16 rows, uint8 colours).
 
 `Timeline` keeps the Python side: when the view is zoomed in a live kernel
@@ -37,6 +39,7 @@ from ..analysis.links import linked_events
 from ..analysis.lod import Glyphs, LodIndex, idle_gaps
 from ..format import ellipsize, fmt_bytes, fmt_time
 from ..trace import categories as K
+from .notes_view import notes_by_name
 from .style import ACCENT, FMT_TIME_JS, follow_theme, time_tick_formatter
 from .timeline_lanes import hidden_frames, layout
 from .timeline_style import BASE, IDLE_COLOUR, IDLE_LABEL, PALETTE
@@ -108,6 +111,7 @@ _HOST_TOOLTIP = """
 <div style="font-weight:600;word-break:break-all">@n{str}</div>
 <div>@d{time} · at @x{time}</div>
 <div style="word-break:break-all">@s{shapes}</div>
+<div style="color:#b36b00">@n{note}</div>
 <div style="opacity:0.8">@k{merged}</div>
 </div>
 """
@@ -118,11 +122,17 @@ _DEVICE_TOOLTIP = """
 <div>@d{time} · at @x{time}</div>
 <div>@g{grid}@b{block}</div>
 <div style="word-break:break-all">@o{launcher}</div>
+<div style="color:#b36b00">@n{note}</div>
 <div style="opacity:0.8">@k{merged}</div>
 </div>
 """
 
 _STRINGS_JS = """
+if (format === "note") {
+  const notes = strings.data.t || [];
+  const n = (value >= 0 && value < notes.length) ? notes[value] : "";
+  return n ? "note: " + n : "";
+}
 const s = strings.data.s;
 const t = (value >= 0 && value < s.length) ? s[value] : "";
 if (!t) return "";
@@ -209,6 +219,8 @@ class Timeline:
         self.span = (lo, hi)
         self._dev_activity = np.flatnonzero(self._is_activity & (ev["op"].to_numpy() >= 0))
         self.idle = self._idle()
+        #: Each noted op or kernel name's notes, for the hover (`notes_view.notes_by_name`).
+        self._notes = notes_by_name(profile)
         self._fetched: tuple[float, float, float] | None = None  # (t0, t1, visible span)
         self._host_reps = np.array([], dtype=np.int64)
         self._dev_reps = np.array([], dtype=np.int64)
@@ -363,7 +375,10 @@ class Timeline:
         min_w = visible / self.width_px
         host_data, self._host_reps = self._glyph_data(h, self._host_rows, strings, min_w, device=False)
         dev_data, self._dev_reps = self._glyph_data(d, self._dev_rows, strings, min_w, device=True)
-        self.strings_source.data = {"s": strings.strings}
+        self.strings_source.data = {
+            "s": strings.strings,
+            "t": [self._notes.get(t, "") for t in strings.strings],
+        }
         self.host_source.selected.indices = []
         self.dev_source.selected.indices = []
         self.host_source.data = host_data
@@ -419,7 +434,7 @@ class Timeline:
         row_px = int(min(ROW_PX, max(9, 640 / rows)))
         legend_rows = -(-(len(self.categories) + 1) // LEGEND_COLUMNS)
         height = int((rows - top) * row_px + 60 + 18 * legend_rows)
-        self.strings_source = ColumnDataSource({"s": []}, name="torchprof-strings")
+        self.strings_source = ColumnDataSource({"s": [], "t": []}, name="torchprof-strings")
         self.host_source = ColumnDataSource(name="torchprof-host")
         self.dev_source = ColumnDataSource(name="torchprof-device")
         self.label_source = ColumnDataSource({"x": [], "y": [], "text": []}, name="torchprof-labels")

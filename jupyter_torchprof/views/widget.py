@@ -39,6 +39,7 @@ from ..analysis.links import linked_events
 from ..format import esc, fmt_count, headline_chips
 from . import ui as W
 from .memory import build_memory, has_memory
+from .notes_view import first_event, row_notes, row_notes_html
 from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_groupings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -310,6 +311,7 @@ class ProfileView(OneWidget):
     def _table_page(self, page: TablePage, extra: list[W.Node], which: str, cls: str) -> W.Node:
         """Wire a table page to the timeline (selection, "show in timeline") and lay it out."""
         page.goto.on_click(lambda _: self._goto(page.rows))
+        page.note_goto.on_click(lambda _: self._goto(first_event(page.notes)))
         page.table.source.selected.on_change("indices", self._table_selection(which))
         return page.layout(extra, self._bokeh_model(page.table.model, cls))
 
@@ -362,6 +364,9 @@ class ProfileView(OneWidget):
             names = table.shown.iloc[list(key)]["name"].astype(str).tolist()
             what = names[0] if len(names) == 1 else f"{len(names)} rows"
             page.rows = rows
+            # The rows' notes: each one's explanation, and the event that showed it.
+            page.notes = row_notes(self.profile, which, names)
+            page.note_goto.layout.display = None if len(first_event(page.notes)) else "none"
             if self._timeline is None:
                 # Not built: the outline waits for it (a row click does not
                 # pay for a page nobody opened); the links are known now.
@@ -370,7 +375,7 @@ class ProfileView(OneWidget):
                 page.selection.value = esc(
                     f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(len(linked))} linked "
                     "launch/kernel event(s); outlined in the timeline when its tab is opened"
-                )
+                ) + row_notes_html(page.notes)
                 page.goto.layout.display = None
                 return
             self._outline(which, rows, self._timeline.linked(rows), what)
@@ -394,7 +399,7 @@ class ProfileView(OneWidget):
             f"{what}: {fmt_count(len(rows))} event(s) and {fmt_count(len(linked))} linked "
             f"launch/kernel event(s); {fmt_count(drawn)} outlined in the timeline"
         )
-        page.selection.value = esc(text)
+        page.selection.value = esc(text) + row_notes_html(page.notes)
         page.goto.layout.display = None if drawn else "none"
 
     def _goto(self, rows: np.ndarray) -> None:
@@ -421,8 +426,16 @@ class TablePage:
         self.selection = W.HTML(cls=["jp-TorchProf-selection"])
         self.goto = W.Button(description="show in timeline →", cls=["jp-TorchProf-button"])
         self.goto.layout.display = "none"
+        self.note_goto = W.Button(
+            description="note's event in timeline →",
+            tooltip="show the event that showed the selected row's note",
+            cls=["jp-TorchProf-button", "jp-TorchProf-notegoto"],
+        )
+        self.note_goto.layout.display = "none"
         #: Events of the rows selected in the table (what "show in timeline" zooms to).
         self.rows = np.array([], dtype=np.int64)
+        #: The selected rows' notes (`notes_view.row_notes`).
+        self.notes: list[Any] = []
         self.filter.observe(lambda ch: self.refresh(pattern=ch["new"]), "value")
         self.per_step.observe(lambda ch: self.refresh(per_step=ch["new"]), "value")
         self.all.on_click(
@@ -455,12 +468,14 @@ class TablePage:
         """No selection line, no "show in timeline"."""
         self.selection.value = ""
         self.goto.layout.display = "none"
+        self.note_goto.layout.display = "none"
+        self.notes = []
 
     def layout(self, extra: list[W.Node], table_widget: W.Node) -> W.Box:
         """The page: filter, ``extra`` controls, per-step toggle; the table; status; selection."""
         controls = W.HBox([self.filter, *extra, self.per_step], cls=["jp-TorchProf-controls"])
         footer = W.HBox([self.status, self.all], cls=["jp-TorchProf-footer"])
-        sel = W.HBox([self.selection, self.goto], cls=["jp-TorchProf-selectionbox"])
+        sel = W.HBox([self.selection, self.goto, self.note_goto], cls=["jp-TorchProf-selectionbox"])
         return W.VBox([controls, table_widget, footer, sel], cls=["jp-TorchProf-page"])
 
 
