@@ -7,9 +7,10 @@ from tracefiles import GPU_TRACES, raw_events, real_trace
 
 from jupyter_torchprof.analysis.names import describe_kernel
 
+#: The families of `analysis.categories` (its one rule table), and Inductor's C++ kernels.
 FAMILIES = {
-    "gemm", "convolution", "communication", "elementwise", "reduction", "normalization", "softmax",
-    "attention", "copy", "optimizer", "memcpy", "memset", "other", "inductor cpp",
+    "GEMM", "convolution", "communication", "elementwise", "reduction", "normalization",
+    "attention", "Triton fused", "other kernel", "memcpy", "memset", "inductor cpp",
 }  # fmt: skip
 
 SIGMOID = (
@@ -94,7 +95,7 @@ def test_triton_kind_and_fused_ops(name, kind, ops):
 )
 def test_gemm_tile_and_layout(name, short, precision, tile, layout, arch):
     d = describe_kernel(name)
-    assert d.family == "gemm"
+    assert d.family == "GEMM"
     if short is not None:
         assert d.short == short
     assert (d.precision, d.tile, d.layout, d.arch) == (precision, tile, layout, arch)
@@ -106,7 +107,7 @@ def test_rocm_tensile_gemm():
         "CADS0_EPS0_GRVWA2_GRVWB2_GSUAMB_ISA90a_IU1_K1_LBSPPA128"
     )
     d = describe_kernel(name)
-    assert d.family == "gemm"
+    assert d.family == "GEMM"
     assert d.tile == "64x16x32"
     assert d.precision == "fp32"
     assert len(d.short) < 40
@@ -124,7 +125,7 @@ def test_convolutions_and_lookalikes():
     # fbgemm's namespace is not a GEMM
     assert (
         describe_kernel("void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*)").family
-        != "gemm"
+        != "GEMM"
     )
 
 

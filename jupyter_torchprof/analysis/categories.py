@@ -109,6 +109,21 @@ def kernel_family(name: str) -> str:
     return OTHER_KERNEL
 
 
+#: Kineto's names of copies and memsets (``Memcpy HtoD (Pageable -> Device)``, ``Memset (Device)``).
+_COPY_NAME = re.compile(r"^memcpy|^memset")
+
+
+def name_family(name: str) -> str:
+    """The family of a device activity from its name alone (the kernel table's ``family``).
+
+    Copies and memsets go by Kineto's names for them, kernels by `kernel_family`.
+    """
+    m = _COPY_NAME.match(name.lower())
+    if m:
+        return MEMCPY if m.group(0) == "memcpy" else MEMSET
+    return kernel_family(name)
+
+
 #: Category of each Kineto kind that is not a kernel (kernels go by name).
 KIND_CATEGORY = {
     K.CPU_OP: HOST_OP,

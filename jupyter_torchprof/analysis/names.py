@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import categories as C
+
 _TRITON = re.compile(r"^triton_(?P<kind>poi|red|per|tem|for|spl|tma|unk)_(?P<rest>.+?)(?:_\d+)?$")
 TRITON_KINDS = {
     "poi": "pointwise",
@@ -36,34 +38,6 @@ TRITON_KINDS = {
     "unk": "kernel",
 }
 _CPP_INDUCTOR = re.compile(r"^cpp_fused_(?P<rest>.+?)(?:_\d+)?$")
-_COMM_WORDS = (
-    "nccl",
-    "rccl",
-    "allreduce",
-    "all_reduce",
-    "allgather",
-    "all_gather",
-    "reducescatter",
-    "reduce_scatter",
-    "alltoall",
-    "all_to_all",
-    "sendrecv",
-)
-_CONV_WORDS = ("conv", "fprop", "dgrad", "wgrad", "winograd", "scudnn", "implicit_gemm", "implicitgemm")
-_GEMM_WORDS = ("gemm", "gemv", "cublas", "wgmma", "matmul", "cijk_", "splitkreduce", "gemmk1")
-_NORM_WORDS = (
-    "batch_norm",
-    "batchnorm",
-    "layer_norm",
-    "layernorm",
-    "group_norm",
-    "rms_norm",
-    "rmsnorm",
-    "bn_fw",
-    "bn_bw",
-)
-_ATTENTION_WORDS = ("flash", "fmha", "attention", "sdpa", "mha_")
-
 #: cuBLAS / cuDNN architecture prefixes.
 _ARCH = {
     "maxwell": "sm50",
@@ -125,10 +99,13 @@ class KernelName:
     short
         A readable name (namespaces, argument lists and noise dropped).
     family
-        ``gemm``, ``convolution``, ``communication``, ``elementwise``,
-        ``reduction``, ``normalization``, ``softmax``, ``attention``,
-        ``copy``, ``optimizer``, ``memcpy``, ``memset``, ``triton <kind>``,
-        ``inductor cpp`` or ``other``.
+        The kernel's family from the one rule table of `categories`
+        (`categories.name_family`: ``GEMM``, ``attention``, ``convolution``,
+        ``normalization``, ``reduction``, ``elementwise``, ``Triton fused``,
+        ``other kernel``, ``communication``, ``memcpy``, ``memset``), the
+        names the timeline's legend and `Profile.kernel_families` use; an
+        Inductor kernel reads ``triton <kind>`` (``triton pointwise`` ...: a
+        Triton fused kernel with the kind its name gives) or ``inductor cpp``.
     fused_ops
         Ops named by a generated kernel (Triton, Inductor C++).
     op
@@ -320,33 +297,9 @@ def _gemm_info(name: str) -> dict[str, str]:
     return {k: v for k, v in info.items() if v}
 
 
-def _family(name: str, lower: str, base: str) -> str:
-    """The family from the kernel's name without namespaces and parameters (``lower``)."""
-    if any(w in lower for w in _COMM_WORDS):
-        return "communication"
-    if name.lower().startswith("memcpy") or "memcpy" in lower:
-        return "memcpy"
-    if name.lower().startswith("memset") or "memset" in lower:
-        return "memset"
-    if any(w in lower for w in _ATTENTION_WORDS):
-        return "attention"
-    if any(w in lower for w in _CONV_WORDS) or "cudnn" in lower and "gemm" in lower:
-        return "convolution"
-    if any(w in lower for w in _GEMM_WORDS) or re.search(r"(?:^|_)[sdhcz]?gemm", lower):
-        return "gemm"
-    if any(w in lower for w in _NORM_WORDS) or "norm" in base.lower():
-        return "normalization"
-    if "softmax" in lower:
-        return "softmax"
-    if "multi_tensor_apply" in lower or "fused_adam" in lower or "sgd" in base.lower():
-        return "optimizer"
-    if "elementwise" in lower:
-        return "elementwise"
-    if "reduce" in lower or "reduction" in lower:
-        return "reduction"
-    if "copy" in lower or "cat" in base.lower() or "nchwtonhwc" in lower or "nhwctonchw" in lower:
-        return "copy"
-    return "other"
+def _family(name: str) -> str:
+    """The family of a kernel: the one rule table of `categories` (the timeline's colours use it too)."""
+    return C.name_family(name)
 
 
 #: aten ops whose names hold underscores, as Inductor writes them into fused
@@ -447,21 +400,17 @@ def _describe(name: str, max_len: int) -> KernelName:
         idents = _demangle_identifiers(name)
         meaningful = [i for i in idents if i[:1].isupper() or len(i) > 12]
         short = " ".join(dict.fromkeys(meaningful[:3] or idents[:3])) or name
-        base = meaningful[0] if meaningful else ""
-        core = " ".join(idents)
     elif "<" in name or "::" in name or re.match(r"^(?:void )?\w+\(", name):
         short, op = _cpp_short(name)
-        base = short.split("<", 1)[0]
-        core = _drop_namespaces(_core(name))
     else:
-        short, base, core = name, name, name
+        short = name
     short = re.sub(r"\s+", " ", short).strip() or name
-    family = _family(name, core.lower(), base)
-    info = _gemm_info(_cutlass_inner(name)) if family in ("gemm", "convolution") else {}
+    family = _family(name)
+    info = _gemm_info(_cutlass_inner(name)) if family in (C.GEMM, C.CONV) else {}
     inner = _cutlass_inner(name)
     if inner != name:
         short, op = _library_short(inner, info), ""
-    elif family in ("gemm", "convolution") and re.fullmatch(r"\w+", name) and not name.startswith("_Z"):
+    elif family in (C.GEMM, C.CONV) and re.fullmatch(r"\w+", name) and not name.startswith("_Z"):
         short = _library_short(name, info)
     return KernelName(
         short=_cut(short, max_len),
