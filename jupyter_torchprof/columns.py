@@ -401,6 +401,35 @@ STREAMS: tuple[Column, ...] = (
     Column("utilization_pct", "Utilisation", "pct"),
 )  # fmt: skip
 
+#: Device busy time per kernel family and step (`Profile.kernel_families`).
+KERNEL_FAMILIES: tuple[Column, ...] = (
+    Column("label", "Step", "text", 130),
+    Column("gemm_us", "GEMM", "time"),
+    Column("attention_us", "Attention", "time"),
+    Column("convolution_us", "Convolution", "time"),
+    Column("normalization_us", "Normalization", "time"),
+    Column("reduction_us", "Reduction", "time", tip="reductions, softmax, pooling, sorts and scans"),
+    Column("elementwise_us", "Elementwise", "time", tip="pointwise kernels, copies and fills on the device"),
+    Column("triton_fused_us", "Triton fused", "time", tip="Inductor's generated Triton kernels"),
+    Column("other_kernel_us", "Other kernels", "time"),
+    Column("communication_us", "Communication", "time", tip="NCCL/RCCL collectives"),
+    Column("memcpy_us", "Copies", "time"),
+    Column("memset_us", "Memsets", "time"),
+    Column(
+        "busy_us", "Device busy", "time",
+        tip="union over time of the step's device work; overlapping work shares its time equally",
+    ),
+)  # fmt: skip
+
+#: Device idle time per step by Holistic Trace Analysis's causes (`Profile.idle_breakdown`).
+IDLE_BREAKDOWN: tuple[Column, ...] = (
+    Column("label", "Step", "text", 130),
+    Column("host_wait_us", "Host wait", "time", tip="the work after the gap was launched after the gap began"),
+    Column("kernel_wait_us", "Kernel wait", "time", tip="already launched, gap under 30 µs: launch overhead"),
+    Column("other_idle_us", "Other idle", "time", tip="already launched, a longer gap: waiting on something else"),
+    Column("idle_us", "Device idle", "time", tip="the step's device span minus its busy time"),
+)  # fmt: skip
+
 #: The memory view's ops (the op table's memory columns).
 MEMORY_OPS: tuple[Column, ...] = (
     Column("name", "Op", "name", 340),

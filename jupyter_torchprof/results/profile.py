@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..analysis import breakdown as breakdown_mod
 from ..analysis import kernels as kernels_mod
 from ..analysis import links as links_mod
 from ..analysis import modules as modules_mod
@@ -399,6 +400,29 @@ class Profile:
         act = kernels_mod.activity_rows(self._data.events)
         mine = np.isin(self._device_steps, np.flatnonzero(steps["counted"].to_numpy(bool)))
         return kernels_mod.stream_table(self._data.events, window, act[mine])
+
+    @cached_property
+    def kernel_families(self) -> pd.DataFrame:
+        """Device busy time per kernel family, one row per step (see `analysis.breakdown`).
+
+        The families (``gemm_us`` ... ``memset_us``) sum to ``busy_us``, which is
+        ``steps.device_busy_us``; overlapping work shares its time equally.
+        Without a counted step, one more row (step -1) for the whole recording.
+        """
+        return breakdown_mod.kernel_families(self._data.events, self.steps, self._device_steps)
+
+    @cached_property
+    def idle_breakdown(self) -> pd.DataFrame:
+        """Device idle time per step by HTA's causes: host wait, kernel wait, other (see `analysis.breakdown`).
+
+        The causes sum to ``idle_us``, which is ``steps.device_idle_us``.
+        """
+        return breakdown_mod.idle_breakdown(self._data.events, self._links, self.steps, self._device_steps)
+
+    @cached_property
+    def idle_by_stream(self) -> pd.DataFrame:
+        """HTA's idle time breakdown per step and stream (`analysis.breakdown.idle_by_stream`)."""
+        return breakdown_mod.idle_by_stream(self._data.events, self._links, self.steps, self._device_steps)
 
     @cached_property
     def memcpy(self) -> pd.DataFrame:
