@@ -300,7 +300,8 @@ def _aggregate(
         "device_total_us": ("device_total_us", "sum"),
     }
     for col in cost_columns:
-        if col.endswith("_bytes"):
+        # memory columns, and our FLOP estimates (`flops.own_estimates`) when the caller adds them
+        if col.endswith("_bytes") or col.startswith("est_"):
             agg[col] = (col, "sum")
     if flops:
         agg["flops"] = ("flops", "sum")
@@ -358,6 +359,8 @@ ADDITIVE_COLUMNS = frozenset(
         "device_total_us",
         "total_us",
         "flops",
+        "est_flops",
+        "est_bytes",
         "bytes",
         "self_cpu_mem_bytes",
         "cpu_mem_bytes",
