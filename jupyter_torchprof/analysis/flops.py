@@ -14,6 +14,7 @@ tensors torch reads its sizes from (``validateInput`` in torch's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -196,4 +197,338 @@ def estimate_flops(events: pd.DataFrame) -> np.ndarray:
         # torch computes FLOPs for ops only; an annotation named like one
         # (``record_function("aten::mm")``) has none.
         out[~kind_mask(events, (CPU_OP,))] = 0.0
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# our own estimates: the FLOPs torch does not count
+#
+# torch's ``flops`` (above) counts matmuls and ``aten::conv2d`` only. The
+# estimates below add convolutions of every rank and their transposes,
+# scaled dot-product attention and ``aten::linear``, with the same rules
+# where torch counts (2 FLOPs per multiply-add; a bias add is not counted),
+# so ``est_flops`` equals ``flops`` on mm, addmm, bmm, baddbmm and conv2d.
+#
+# Where the FLOPs sit: on the OUTERMOST op of a call chain that has a formula
+# and whose arguments the trace recorded (`_keep_outermost`). An
+# ``aten::conv1d`` holds its convolution and the ``aten::convolution`` /
+# ``aten::_convolution`` below it get none; ``aten::scaled_dot_product_attention``
+# holds the attention and its backend op (``_scaled_dot_product_flash_attention``,
+# ``_efficient_attention``, the math path's ``bmm``) gets none; a backend op
+# called directly (a compiled graph) holds its own. ``aten::einsum`` and
+# ``aten::matmul`` have no formula, so the ``bmm``/``mm`` they call (the leaf)
+# holds it. ``aten::linear`` is the one exception: it defers to the GEMM
+# below it (``addmm`` or ``matmul``→``mm``), as torch counts there, and holds
+# the FLOPs only when nothing below it has a formula. So a chain is counted
+# once, never on both a parent and its child.
+#
+# Attention is dense and forward: 2·L·S·E for QKᵀ plus 2·L·S·Ev for the
+# product with V, per batch and head (4·B·H·L·S·E when Ev = E), whether or
+# not ``is_causal`` lets a kernel skip half (torch.utils.flop_counter does
+# the same). Backward ops (``convolution_backward``, the attention
+# ``*_backward`` ops) have no formula yet: their ``mm``/``bmm`` leaves count.
+
+#: Bytes per element of a tensor's ``Input type``.
+_ELEMENT_BYTES = {
+    "double": 8,
+    "float": 4,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "int": 4,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+}
+
+_SDPA_OPS = frozenset(
+    {
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_attention_math",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+    }
+)
+#: Forward convolutions by rank: (stride, padding, dilation, groups) argument positions.
+_CONV_OPS = {f"aten::conv{d}d": d for d in (1, 2, 3)}
+#: Transposed convolutions: (input, weight, bias, stride, padding, output_padding, groups, dilation).
+_CONV_T_OPS = {f"aten::conv_transpose{d}d": d for d in (1, 2, 3)}
+_GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+#: Ops whose estimate stands back for one below them (see the notes above).
+_DEFERRING = frozenset({"aten::linear"})
+#: Every op with an estimate.
+EST_OPS = frozenset(
+    {*_SDPA_OPS, *_CONV_OPS, *_CONV_T_OPS, *_GEMM_OPS, *_DEFERRING, "aten::convolution", "aten::_convolution"}
+)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One call's estimate: FLOPs, bytes read and written (inputs and output), the inputs' element type."""
+
+    flops: float
+    bytes: float
+    dtype: str
+
+
+def _prod(values: list[int]) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _ints(value: Any, rank: int) -> list[int] | None:
+    """A recorded int list (``"[2, 1]"``, ``"2"``) as ``rank`` ints; None when not recorded (``""``)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and not value.startswith("["):
+        try:
+            value = int(value)
+        except ValueError:
+            return None  # a padding given as a word ("same"): the trace does not say which
+    parsed = _as_ints(value if not isinstance(value, int) else [value], [])
+    if not parsed:
+        return None
+    if len(parsed) == 1 and rank > 1:
+        parsed = parsed * rank
+    return parsed if len(parsed) == rank else None
+
+
+def _conv_forward(x: list[int], w: list[int], stride: Any, pad: Any, dil: Any) -> tuple[int, int] | None:
+    """(FLOPs, output elements) of a forward convolution: 2·N·C_out·∏out·(C_in/groups)·∏kernel."""
+    rank = len(w) - 2
+    if rank < 1 or len(x) not in (rank + 1, rank + 2):
+        return None
+    n = x[0] if len(x) == rank + 2 else 1
+    s, p, d = _ints(stride, rank), _ints(pad, rank), _ints(dil, rank)
+    if s is None or p is None or d is None:
+        return None
+    space = x[-rank:]
+    out = [(space[i] + 2 * p[i] - d[i] * (w[2 + i] - 1) - 1) // s[i] + 1 for i in range(rank)]
+    if min(out) <= 0:
+        return None
+    # w = [C_out, C_in / groups, *kernel]
+    return 2 * n * _prod(out) * w[0] * w[1] * _prod(w[2:]), n * w[0] * _prod(out)
+
+
+def _conv_transposed(
+    x: list[int], w: list[int], stride: Any, pad: Any, out_pad: Any, dil: Any, groups: Any
+) -> tuple[int, int] | None:
+    """(FLOPs, output elements) of a transposed convolution.
+
+    It is the gradient of a forward convolution with respect to that one's
+    input, so it costs what that forward one does: every input element
+    meets every kernel element of each output channel of its group,
+    2·N·∏in·C_in·(C_out/groups)·∏kernel (weight = [C_in, C_out/groups, *kernel]).
+    """
+    rank = len(w) - 2
+    if rank < 1 or len(x) not in (rank + 1, rank + 2):
+        return None
+    n = x[0] if len(x) == rank + 2 else 1
+    s, p, op, d = _ints(stride, rank), _ints(pad, rank), _ints(out_pad, rank), _ints(dil, rank)
+    g = _ints(groups, 1)
+    if s is None or p is None or op is None or d is None or g is None:
+        return None
+    space = x[-rank:]
+    out = [(space[i] - 1) * s[i] - 2 * p[i] + d[i] * (w[2 + i] - 1) + op[i] + 1 for i in range(rank)]
+    flops = 2 * n * _prod(space) * w[0] * w[1] * _prod(w[2:])
+    return flops, n * w[1] * g[0] * _prod(out)
+
+
+def _attention(q: list[int], k: list[int], v: list[int]) -> tuple[int, int] | None:
+    """(FLOPs, output elements) of softmax(QKᵀ)V: 2·B·H·L·S·(E + Ev); q = [..., L, E], k = [..., S, E], v = [..., S, Ev]."""
+    if len(q) < 2 or len(k) < 2 or len(v) < 2:
+        return None
+    batch = _prod(q[:-2])
+    big_l, e = q[-2], q[-1]
+    s, ev = k[-2], v[-1]
+    return 2 * batch * big_l * s * (e + ev), batch * big_l * ev
+
+
+def _gemm(name: str, dims: list[Any]) -> tuple[int, int] | None:
+    a, b = (dims[1], dims[2]) if name in ("aten::addmm", "aten::baddbmm") else (dims[0], dims[1])
+    if name in ("aten::mm", "aten::addmm") and len(a) == 2 and len(b) == 2:
+        return 2 * a[0] * a[1] * b[1], a[0] * b[1]
+    if name in ("aten::bmm", "aten::baddbmm") and len(a) == 3 and len(b) == 3:
+        return 2 * a[0] * a[1] * a[2] * b[2], a[0] * a[1] * b[2]
+    return None
+
+
+def _linear(x: list[int], w: list[int]) -> tuple[int, int] | None:
+    """(FLOPs, output elements) of x·Wᵀ: 2·∏x[:-1]·in·out (w = [out, in])."""
+    if len(w) != 2 or not x or x[-1] != w[1]:
+        return None
+    rows = _prod(x[:-1])
+    return 2 * rows * w[1] * w[0], rows * w[0]
+
+
+def _flops_and_output(name: str, dims: list[Any], concrete: list[Any]) -> tuple[int, int] | None:
+    """(FLOPs, output elements) of one call, None when the recorded arguments do not tell."""
+
+    def arg(i: int) -> Any:
+        return concrete[i] if i < len(concrete) else None
+
+    if len(dims) < 2:
+        return None
+    if name in _GEMM_OPS:
+        return (
+            _gemm(name, dims) if len(dims) >= (3 if name in ("aten::addmm", "aten::baddbmm") else 2) else None
+        )
+    if name in _SDPA_OPS:
+        return _attention(dims[0], dims[1], dims[2]) if len(dims) >= 3 else None
+    if name == "aten::linear":
+        return _linear(dims[0], dims[1])
+    if name in _CONV_OPS:
+        if _ints(arg(6), 1) is None:
+            return None
+        return _conv_forward(dims[0], dims[1], arg(3), arg(4), arg(5))
+    if name in _CONV_T_OPS:
+        return _conv_transposed(dims[0], dims[1], arg(3), arg(4), arg(5), arg(7), arg(6))
+    if name in ("aten::convolution", "aten::_convolution"):
+        # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, ...)
+        if str(arg(6)).lower() == "true":
+            return _conv_transposed(dims[0], dims[1], arg(3), arg(4), arg(7), arg(5), arg(8))
+        if _ints(arg(8), 1) is None:
+            return None
+        return _conv_forward(dims[0], dims[1], arg(3), arg(4), arg(5))
+    return None
+
+
+def estimate_call(name: str, dims: list[Any], concrete: list[Any], types: list[Any]) -> Estimate | None:
+    """Our estimate of one call of ``name`` (None when it has no formula or its arguments were not recorded).
+
+    ``bytes`` is every tensor input read once plus the output written once,
+    at the element size of each input's type (the output at the first
+    input's): what a kernel that keeps nothing in cache must move.
+    """
+    if name not in EST_OPS or not isinstance(dims, list):
+        return None
+    try:
+        got = _flops_and_output(name, dims, concrete)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if got is None or got[0] <= 0:
+        return None
+    flops, out_elements = got
+    tensors = [
+        (d, t) for d, t in zip(dims, types, strict=False) if isinstance(d, list) and d and t in _ELEMENT_BYTES
+    ]
+    dtype = tensors[0][1] if tensors else ""
+    size = _ELEMENT_BYTES.get(dtype, 0)
+    moved = sum(_prod(d) * _ELEMENT_BYTES[t] for d, t in tensors) + out_elements * size
+    return Estimate(float(flops), float(moved), dtype)
+
+
+#: The events columns `own_estimates` reads (besides ``name`` and ``kind``).
+EST_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
+
+
+def _estimates_of_calls(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """FLOPs, bytes and element type of each of ``rows``, computed once per distinct call."""
+    key = pd.DataFrame(
+        {
+            "name": events["name"].astype(object).to_numpy()[rows],
+            **{c: (events[c].astype(object).to_numpy()[rows] if c in events else None) for c in EST_COLUMNS},
+        }
+    )
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(key.fillna("")))
+    flops = np.zeros(len(uniques))
+    moved = np.zeros(len(uniques))
+    dtype = np.full(len(uniques), "", dtype=object)
+    for i, (name, dims, types, concrete) in enumerate(uniques):
+        d, t, c = _loads(dims), _loads(types), _loads(concrete)
+        est = estimate_call(name, d, c if isinstance(c, list) else [], t if isinstance(t, list) else [])
+        if est is not None:
+            flops[i], moved[i], dtype[i] = est.flops, est.bytes, est.dtype
+    return flops[codes], moved[codes], dtype[codes]
+
+
+def _ancestor_flags(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each of ``rows``: whether any strict ancestor is ``marked`` (one step up the tree per pass)."""
+    hit = np.zeros(len(rows), dtype=bool)
+    cur = parent[rows]
+    while True:
+        live = cur >= 0
+        if not live.any():
+            return hit
+        hit[live] |= marked[cur[live]]
+        cur = np.where(live, parent[np.maximum(cur, 0)], -1)
+
+
+def _mark_ancestors(parent: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """A mask of every strict ancestor of ``rows``."""
+    out = np.zeros(n, dtype=bool)
+    cur = parent[rows]
+    cur = cur[cur >= 0]
+    while len(cur):
+        cur = cur[~out[cur]]  # a branch already walked needs no second walk
+        out[cur] = True
+        cur = parent[cur]
+        cur = cur[cur >= 0]
+    return out
+
+
+def _keep_outermost(names: np.ndarray, flops: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Which estimated events keep their FLOPs: one per call chain (see the notes above `_ELEMENT_BYTES`)."""
+    n = len(flops)
+    has = flops > 0
+    deferring = has & np.isin(names, list(_DEFERRING))
+    claims = has & ~deferring
+    keep = has.copy()
+    rows = np.flatnonzero(has)
+    keep[rows[_ancestor_flags(parent, rows, claims)]] = False
+    # aten::linear stands back for a GEMM kept below it.
+    below = _mark_ancestors(parent, np.flatnonzero(keep & ~deferring), n)
+    keep[deferring & below] = False
+    return keep
+
+
+def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
+    """Our FLOPs and bytes per event (`estimate_call`), each call chain counted once.
+
+    Parameters
+    ----------
+    events
+        Events with ``name``, ``kind`` and `EST_COLUMNS` (any may be missing: no estimates).
+    parent
+        Host call tree (`tree.host_tree`'s ``parent``).
+
+    Returns
+    -------
+    ``est_flops`` and ``est_bytes`` (0 where none) and ``est_dtype`` (the
+    inputs' element type, "" where none), aligned with ``events``.
+    """
+    n = len(events)
+    out = pd.DataFrame(
+        {"est_flops": np.zeros(n), "est_bytes": np.zeros(n), "est_dtype": np.full(n, "", dtype=object)},
+        index=events.index,
+    )
+    if n == 0 or "input_dims" not in events:
+        return out
+    names = events["name"]
+    candidate = np.array(names.isin(list(EST_OPS)), dtype=bool)
+    if "kind" in events:
+        candidate &= kind_mask(events, (CPU_OP,))
+    rows = np.flatnonzero(candidate)
+    if not len(rows):
+        return out
+    flops = np.zeros(n)
+    moved = np.zeros(n)
+    dtype = np.full(n, "", dtype=object)
+    flops[rows], moved[rows], dtype[rows] = _estimates_of_calls(events, rows)
+    keep = _keep_outermost(names.astype(object).to_numpy(), flops, np.asarray(parent))
+    out["est_flops"] = np.where(keep, flops, 0.0)
+    out["est_bytes"] = np.where(keep, moved, 0.0)
+    out["est_dtype"] = np.where(keep, dtype, "")
     return out

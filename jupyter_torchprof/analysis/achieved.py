@@ -1,0 +1,169 @@
+"""How close to the hardware: achieved FLOP/s, bytes/s and % of the device's peak, per op and per kernel.
+
+The FLOPs and bytes are our estimates (`flops.own_estimates`), which sit on
+one op per call chain (an ``aten::conv2d``, an ``aten::addmm``...). An op's
+rate is its estimate over its device total time (the kernels of everything
+below it: a convolution's kernels are launched by the ops it calls). A
+kernel gets a share of the estimate of the op holding it (the nearest op at
+or above its launching op that has one), in proportion to its device time
+among that op's kernels; copies and memsets get none (they do no
+arithmetic). The peak that applies is that of the kernel's precision as its
+name tells (`names`: ``sgemm``, ``s16816``, ``Tensile ... fp16``) when it
+does, else that of the op's input type (fp32 inputs are taken as fp32, not
+TF32). Nothing here reads a view or a file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import categories as K
+from .hardware import DevicePeaks, precision_of_dtype, precision_of_kernel
+
+#: Where the precision that picked a kernel's peak came from (the ``peak_precision`` column says it).
+FROM_KERNEL = "kernel name"
+FROM_OP = "op inputs"
+
+
+def _rate(amount: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """``amount / seconds``, NaN where either is 0 (no estimate is not "0 FLOP/s")."""
+    amount = np.asarray(amount, dtype=np.float64)
+    seconds = np.asarray(seconds, dtype=np.float64)
+    known = (amount > 0) & (seconds > 0)
+    return np.divide(amount, seconds, out=np.full(len(amount), np.nan), where=known)
+
+
+def _pct_of_peak(rate: np.ndarray, precisions: np.ndarray, peaks: DevicePeaks | None) -> np.ndarray:
+    """``rate`` as a percentage of the peak of each row's precision; NaN where either is unknown."""
+    out = np.full(len(rate), np.nan)
+    if peaks is None:
+        return out
+    peak = np.array([peaks.peak(p) or np.nan for p in precisions], dtype=np.float64)
+    ok = np.isfinite(rate) & np.isfinite(peak)
+    out[ok] = 100.0 * rate[ok] / peak[ok]
+    return out
+
+
+def op_precisions(events: pd.DataFrame, est: pd.DataFrame) -> dict[str, str]:
+    """Per op name, the precision of its estimated calls' inputs (the most common one)."""
+    has = est["est_flops"].to_numpy() > 0
+    if not has.any():
+        return {}
+    frame = pd.DataFrame(
+        {
+            "name": events["name"].astype(object).to_numpy()[has],
+            "precision": [precision_of_dtype(d) for d in est["est_dtype"].to_numpy()[has]],
+        }
+    )
+    frame = frame[frame["precision"] != ""]
+    return frame.groupby("name")["precision"].agg(lambda s: s.value_counts().index[0]).to_dict()
+
+
+def add_op_rates(
+    table: pd.DataFrame, precisions: dict[str, str], device_traced: bool, peaks: DevicePeaks | None
+) -> None:
+    """``est_flops_per_s``, ``est_gbps`` and ``peak_pct`` on an op table holding ``est_flops`` and ``est_bytes``.
+
+    Over the device total time when the device was traced, else the CPU
+    total time (as ``flops_per_s``); % of peak only for a traced device
+    whose peaks are known.
+    """
+    time_col = "device_total_us" if device_traced else "cpu_total_us"
+    seconds = table[time_col].to_numpy(np.float64) * 1e-6
+    rate = _rate(table["est_flops"].to_numpy(), seconds)
+    table["est_flops_per_s"] = rate
+    table["est_gbps"] = _rate(table["est_bytes"].to_numpy(), seconds) / 1e9
+    names = table["name"].astype(object).to_numpy()
+    prec = np.array([precisions.get(n, "") for n in names], dtype=object)
+    table["peak_pct"] = _pct_of_peak(rate, prec, peaks if device_traced else None)
+
+
+def _holders(parent: np.ndarray, ops: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """For each op row in ``ops``: the nearest row at or above it with an estimate, -1 where none."""
+    out = np.full(len(ops), -1)
+    cur = ops.copy()
+    while True:
+        live = (cur >= 0) & (out < 0)
+        if not live.any():
+            return out
+        found = live & has[np.maximum(cur, 0)]
+        out[found] = cur[found]
+        cur = np.where(live & ~found, parent[np.maximum(cur, 0)], -1)
+
+
+def kernel_shares(
+    events: pd.DataFrame, parent: np.ndarray, op_of_device: np.ndarray, est: pd.DataFrame
+) -> pd.DataFrame:
+    """Each kernel's share of its holding op's estimate, in proportion to device time.
+
+    Returns one row per kernel event holding a share: ``row`` (position in
+    ``events``), ``est_flops``, ``est_bytes`` and ``op_precision``.
+    """
+    kernels = np.flatnonzero(K.kind_mask(events, (K.KERNEL,)) & (op_of_device >= 0))
+    flops = est["est_flops"].to_numpy()
+    empty = pd.DataFrame({"row": [], "est_flops": [], "est_bytes": [], "op_precision": []})
+    if not len(kernels) or not (flops > 0).any():
+        return empty
+    holder = _holders(np.asarray(parent), op_of_device[kernels], flops > 0)
+    kernels, holder = kernels[holder >= 0], holder[holder >= 0]
+    if not len(kernels):
+        return empty
+    dur = events["dur"].to_numpy(np.float64)[kernels]
+    # Each holder's device time over its kernels, every kernel it launched
+    # (not only the counted steps'), so a share does not depend on the step filter.
+    codes, uniq = pd.factorize(holder)
+    total = np.bincount(codes, weights=dur, minlength=len(uniq))[codes]
+    share = np.divide(dur, total, out=np.zeros(len(dur)), where=total > 0)
+    return pd.DataFrame(
+        {
+            "row": kernels,
+            "est_flops": flops[holder] * share,
+            "est_bytes": est["est_bytes"].to_numpy()[holder] * share,
+            "op_precision": [precision_of_dtype(d) for d in est["est_dtype"].to_numpy()[holder]],
+        }
+    )
+
+
+def add_kernel_rates(
+    table: pd.DataFrame, events: pd.DataFrame, shares: pd.DataFrame, keep_rows: np.ndarray | None,
+    peaks: DevicePeaks | None,
+) -> None:  # fmt: skip
+    """Estimated FLOPs, bytes, rates, intensity and % of peak on the kernel table (by kernel name).
+
+    ``keep_rows`` (positions in ``events``) are the kernels the table counts
+    (the counted steps' work); None: all. Adds ``est_flops``, ``est_bytes``,
+    ``est_flops_per_s``, ``est_gbps``, ``intensity`` (FLOP per byte),
+    ``peak_precision`` (e.g. ``fp32 (kernel name)``) and ``peak_pct``.
+    """
+    if keep_rows is not None and len(shares):
+        shares = shares[np.isin(shares["row"].to_numpy(), keep_rows)]
+    names = events["name"].astype(object).to_numpy()[shares["row"].to_numpy(np.int64)]
+    by = pd.DataFrame(
+        {"name": names, "f": shares["est_flops"].to_numpy(), "b": shares["est_bytes"].to_numpy(),
+         "p": shares["op_precision"].to_numpy()}
+    ).groupby("name").agg(f=("f", "sum"), b=("b", "sum"), p=("p", "first"))  # fmt: skip
+    key = table["name"].astype(object)
+    table["est_flops"] = key.map(by["f"]).fillna(0.0).to_numpy(np.float64)
+    table["est_bytes"] = key.map(by["b"]).fillna(0.0).to_numpy(np.float64)
+    seconds = table["total_us"].to_numpy(np.float64) * 1e-6
+    rate = _rate(table["est_flops"].to_numpy(), seconds)
+    table["est_flops_per_s"] = rate
+    table["est_gbps"] = _rate(table["est_bytes"].to_numpy(), seconds) / 1e9
+    table["intensity"] = _rate(table["est_flops"].to_numpy(), table["est_bytes"].to_numpy())
+    from_name = [precision_of_kernel(p) for p in table.get("precision", pd.Series([""] * len(table)))]
+    from_op = key.map(by["p"]).fillna("").to_numpy(object)
+    prec = np.array([a or b for a, b in zip(from_name, from_op, strict=True)], dtype=object)
+    source = [FROM_KERNEL if a else FROM_OP for a in from_name]
+    table["peak_precision"] = [
+        f"{p} ({s})" if p and f > 0 else "" for p, s, f in zip(prec, source, table["est_flops"], strict=True)
+    ]
+    table["peak_pct"] = _pct_of_peak(rate, prec, peaks)
+
+
+def peak_note(device_name: str) -> str:
+    """The one note an unknown device gets (no % of peak is shown, never 0)."""
+    return (
+        f"% of peak: no peak figures for {device_name or 'this device'} in the table of devices "
+        "(analysis/hardware.py), so FLOP/s are shown without a % of peak"
+    )
