@@ -302,6 +302,30 @@ _TIP_SELF_DEVICE = "device time of the kernels this op launched itself"
 _TIP_DEVICE_TOTAL = "device time of every kernel below the op"
 _TIP_NOTE = "what the trace says about this row and why it is there (select the row for the explanation)"
 
+_TIP_EST_FLOPS = (
+    "our estimate from the input shapes (needs record_shapes): torch's formulas where it counts, plus SDPA, "
+    "conv1d/3d, transposed convolutions and linear; held by one op per call chain (the outermost with a "
+    "formula; linear defers to its GEMM), so it sums once"
+)
+_TIP_EST_FLOPS_KERNEL = (
+    "the estimated FLOPs of the op holding them, shared among the kernels below it in proportion to their "
+    "device time (copies and memsets get none)"
+)
+_TIP_EST_RATE_OP = "Est. FLOPs ÷ the op's device total time (CPU total time when no device was traced)"
+_TIP_EST_RATE_KERNEL = "the kernel's share of Est. FLOPs ÷ its device time"
+_TIP_EST_GBPS = (
+    "estimated bytes (every tensor input read once, the output written once, from the shapes) ÷ the same time"
+)
+_TIP_INTENSITY = "arithmetic intensity: Est. FLOPs ÷ estimated bytes moved (the roofline's x axis)"
+_TIP_PEAK_PRECISION = (
+    "the precision whose peak % of peak uses: from the kernel name (sgemm, s16816: TF32...) when it tells, "
+    "else from the op's input types"
+)
+_TIP_PEAK_PCT = (
+    "Est. FLOP/s as a share of the device's dense peak in that precision (analysis/hardware.py); "
+    "blank when the device or the precision is not in the table"
+)
+
 #: The op table (`Profile.ops`, `Profile.op_table`), in the order shown.
 OPS: tuple[Column, ...] = (
     Column("name", "Name", "name", 340),
@@ -342,6 +366,11 @@ OPS: tuple[Column, ...] = (
         "(total, not self: a convolution's FLOPs sit on aten::conv2d, its kernels under its children)",
         unit="FLOP/s", when="any",
     ),
+    Column("est_flops", "Est. FLOPs", "flops", 100, _TIP_EST_FLOPS, when="nonzero"),
+    Column("est_flops_per_s", "Est. FLOP/s", "flops", 100, _TIP_EST_RATE_OP, unit="FLOP/s", when="any"),
+    Column("est_gbps", "Est. GB/s", "number", 80, _TIP_EST_GBPS, "GB/s", when="any"),
+    Column("peak_precision", "Peak of", "text", 130, _TIP_PEAK_PRECISION, when="any"),
+    Column("peak_pct", "% of peak", "number", 80, _TIP_PEAK_PCT, "%", device=True, when="any"),
     Column("note", "Note", "text", 220, _TIP_NOTE, when="any"),
 )  # fmt: skip
 
@@ -367,6 +396,12 @@ KERNELS: tuple[Column, ...] = (
         "launch_delay_us", "Launch delay", "time", 100, "mean time from the launch call to the kernel start",
         when="any",
     ),
+    Column("est_flops", "Est. FLOPs", "flops", 100, _TIP_EST_FLOPS_KERNEL, when="nonzero"),
+    Column("est_flops_per_s", "Est. FLOP/s", "flops", 100, _TIP_EST_RATE_KERNEL, unit="FLOP/s", when="any"),
+    Column("est_gbps", "Est. GB/s", "number", 80, _TIP_EST_GBPS, "GB/s", when="any"),
+    Column("intensity", "FLOP/byte", "number", 80, _TIP_INTENSITY, when="any"),
+    Column("peak_precision", "Peak of", "text", 130, _TIP_PEAK_PRECISION, when="any"),
+    Column("peak_pct", "% of peak", "number", 80, _TIP_PEAK_PCT, "%", when="any"),
     Column("note", "Note", "text", 220, _TIP_NOTE, when="any"),
 )  # fmt: skip
 

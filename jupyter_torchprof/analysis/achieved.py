@@ -45,25 +45,66 @@ def _pct_of_peak(rate: np.ndarray, precisions: np.ndarray, peaks: DevicePeaks | 
     return out
 
 
-def op_precisions(events: pd.DataFrame, est: pd.DataFrame) -> dict[str, str]:
-    """Per op name, the precision of its estimated calls' inputs (the most common one)."""
-    has = est["est_flops"].to_numpy() > 0
-    if not has.any():
+def op_precisions(
+    events: pd.DataFrame, est: pd.DataFrame, shares: pd.DataFrame, kernel_precision: dict[str, str]
+) -> dict[str, str]:
+    """Per op name, the precision whose peak applies, with where it came from (``tf32 (kernel name)``).
+
+    That of the kernels holding its estimate when their names tell one
+    (an fp32 GEMM run as TF32 ``s1688gemm`` is tf32), else its inputs'
+    type; per name, the precision of most of its estimated FLOPs.
+    """
+    has = np.flatnonzero(est["est_flops"].to_numpy() > 0)
+    if not len(has):
         return {}
+    flops = est["est_flops"].to_numpy()
+    label = {
+        int(r): _label(precision_of_dtype(d), FROM_OP)
+        for r, d in zip(has, est["est_dtype"].to_numpy()[has], strict=True)
+    }
+    if len(shares):
+        names = events["name"].astype(object).to_numpy()
+        by_kernel = pd.DataFrame(
+            {
+                "holder": shares["holder"].to_numpy(),
+                "p": [
+                    precision_of_kernel(kernel_precision.get(n, "")) for n in names[shares["row"].to_numpy()]
+                ],
+                "f": shares["est_flops"].to_numpy(),
+            }
+        )
+        by_kernel = by_kernel[by_kernel["p"] != ""]
+        if len(by_kernel):
+            top = (
+                by_kernel.groupby(["holder", "p"])["f"].sum().reset_index().sort_values("f", ascending=False)
+            )
+            for holder, p in top.drop_duplicates("holder")[["holder", "p"]].itertuples(index=False):
+                label[int(holder)] = _label(p, FROM_KERNEL)
     frame = pd.DataFrame(
         {
             "name": events["name"].astype(object).to_numpy()[has],
-            "precision": [precision_of_dtype(d) for d in est["est_dtype"].to_numpy()[has]],
+            "label": [label[int(r)] for r in has],
+            "f": flops[has],
         }
     )
-    frame = frame[frame["precision"] != ""]
-    return frame.groupby("name")["precision"].agg(lambda s: s.value_counts().index[0]).to_dict()
+    frame = frame[frame["label"] != ""]
+    top = frame.groupby(["name", "label"])["f"].sum().reset_index().sort_values("f", ascending=False)
+    return dict(top.drop_duplicates("name")[["name", "label"]].itertuples(index=False))
+
+
+def _label(precision: str, source: str) -> str:
+    return f"{precision} ({source})" if precision else ""
+
+
+def _precision_word(label: str) -> str:
+    """``tf32`` of ``tf32 (kernel name)``."""
+    return label.split(" ", 1)[0] if label else ""
 
 
 def add_op_rates(
     table: pd.DataFrame, precisions: dict[str, str], device_traced: bool, peaks: DevicePeaks | None
-) -> None:
-    """``est_flops_per_s``, ``est_gbps`` and ``peak_pct`` on an op table holding ``est_flops`` and ``est_bytes``.
+) -> pd.DataFrame:
+    """An op table holding ``est_flops`` and ``est_bytes`` with ``est_flops_per_s``, ``est_gbps``, ``peak_pct``.
 
     Over the device total time when the device was traced, else the CPU
     total time (as ``flops_per_s``); % of peak only for a traced device
@@ -75,8 +116,15 @@ def add_op_rates(
     table["est_flops_per_s"] = rate
     table["est_gbps"] = _rate(table["est_bytes"].to_numpy(), seconds) / 1e9
     names = table["name"].astype(object).to_numpy()
-    prec = np.array([precisions.get(n, "") for n in names], dtype=object)
+    labels = [precisions.get(n, "") if f > 0 else "" for n, f in zip(names, table["est_flops"], strict=True)]
+    table["peak_precision"] = labels
+    prec = np.array([_precision_word(x) for x in labels], dtype=object)
     table["peak_pct"] = _pct_of_peak(rate, prec, peaks if device_traced else None)
+    # Ours beside torch's: est_flops right after flops / flops_per_s.
+    ours = ["est_flops", "est_flops_per_s", "est_gbps", "peak_precision", "peak_pct", "est_bytes"]
+    cols = [c for c in table.columns if c not in ours]
+    at = cols.index("flops_per_s") + 1 if "flops_per_s" in cols else len(cols)
+    return table[cols[:at] + ours + cols[at:]]
 
 
 def _holders(parent: np.ndarray, ops: np.ndarray, has: np.ndarray) -> np.ndarray:
@@ -98,11 +146,12 @@ def kernel_shares(
     """Each kernel's share of its holding op's estimate, in proportion to device time.
 
     Returns one row per kernel event holding a share: ``row`` (position in
-    ``events``), ``est_flops``, ``est_bytes`` and ``op_precision``.
+    ``events``), ``holder`` (that of the op holding the estimate),
+    ``est_flops``, ``est_bytes`` and ``op_precision``.
     """
     kernels = np.flatnonzero(K.kind_mask(events, (K.KERNEL,)) & (op_of_device >= 0))
     flops = est["est_flops"].to_numpy()
-    empty = pd.DataFrame({"row": [], "est_flops": [], "est_bytes": [], "op_precision": []})
+    empty = pd.DataFrame({"row": [], "holder": [], "est_flops": [], "est_bytes": [], "op_precision": []})
     if not len(kernels) or not (flops > 0).any():
         return empty
     holder = _holders(np.asarray(parent), op_of_device[kernels], flops > 0)
@@ -118,6 +167,7 @@ def kernel_shares(
     return pd.DataFrame(
         {
             "row": kernels,
+            "holder": holder,
             "est_flops": flops[holder] * share,
             "est_bytes": est["est_bytes"].to_numpy()[holder] * share,
             "op_precision": [precision_of_dtype(d) for d in est["est_dtype"].to_numpy()[holder]],
@@ -156,7 +206,7 @@ def add_kernel_rates(
     prec = np.array([a or b for a, b in zip(from_name, from_op, strict=True)], dtype=object)
     source = [FROM_KERNEL if a else FROM_OP for a in from_name]
     table["peak_precision"] = [
-        f"{p} ({s})" if p and f > 0 else "" for p, s, f in zip(prec, source, table["est_flops"], strict=True)
+        _label(p, s) if f > 0 else "" for p, s, f in zip(prec, source, table["est_flops"], strict=True)
     ]
     table["peak_pct"] = _pct_of_peak(rate, prec, peaks)
 

@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..analysis import achieved as achieved_mod
 from ..analysis import breakdown as breakdown_mod
+from ..analysis import flops as flops_mod
+from ..analysis import hardware as hardware_mod
 from ..analysis import kernels as kernels_mod
 from ..analysis import links as links_mod
 from ..analysis import modules as modules_mod
@@ -242,14 +245,74 @@ class Profile:
         if key not in cache:
             table = ops_mod.op_table(
                 self._data.events,
-                self._costs,
+                self._costs_with_estimates if flops else self._costs,
                 group_by=group_by,
                 flops=flops,
                 include_python=include_python,
                 group_values=self.module_of if group_by == "module" else None,
             )
+            if flops and "est_flops" in table:
+                table = achieved_mod.add_op_rates(
+                    table,
+                    self._op_precisions(),
+                    bool(self.summary["device_traced"]),
+                    self._peaks_noted(table["est_flops"].sum() > 0),
+                )
             cache[key] = self._with_notes(table, notes_mod.OPS)
         return ops_mod.per_step(cache[key], self.step_count) if per_step else cache[key]
+
+    @cached_property
+    def _estimates(self) -> pd.DataFrame:
+        """Our FLOPs and bytes per event (`analysis.flops.own_estimates`)."""
+        return flops_mod.own_estimates(self._data.events, self._tree["parent"].to_numpy())
+
+    @property
+    def _costs_with_estimates(self) -> pd.DataFrame:
+        est = self._estimates
+        return self._costs.assign(
+            est_flops=est["est_flops"].to_numpy(), est_bytes=est["est_bytes"].to_numpy()
+        )
+
+    @cached_property
+    def peaks(self) -> hardware_mod.DevicePeaks | None:
+        """The traced device's peak FLOP/s per precision and memory bandwidth (`analysis.hardware`), None when unknown.
+
+        The device that ran the most kernel time when the trace names several.
+        """
+        ev = self._data.events
+        kernels = K.kind_mask(ev, (K.KERNEL,))
+        busiest = None
+        if kernels.any() and "device" in ev:
+            dev = pd.to_numeric(pd.Series(ev["device"].to_numpy()[kernels]), errors="coerce")
+            time = pd.Series(ev["dur"].to_numpy()[kernels]).groupby(dev.to_numpy()).sum()
+            busiest = int(time.idxmax()) if len(time) else None
+        return hardware_mod.device_peaks(self.meta.device_properties, busiest)
+
+    @cached_property
+    def _kernel_shares(self) -> pd.DataFrame:
+        return achieved_mod.kernel_shares(
+            self._data.events, self._tree["parent"].to_numpy(), self._links["op"].to_numpy(), self._estimates
+        )
+
+    def _op_precisions(self) -> dict[str, str]:
+        """Per op name, the precision whose peak applies (`analysis.achieved.op_precisions`)."""
+        shares = self._kernel_shares
+        kernel_precision: dict[str, str] = {}
+        if len(shares) and "precision" in self.kernels:
+            k = self.kernels
+            kernel_precision = dict(
+                zip(k["name"].astype(str), k["precision"].fillna("").astype(str), strict=True)
+            )
+        return achieved_mod.op_precisions(self._data.events, self._estimates, shares, kernel_precision)
+
+    def _peaks_noted(self, estimated: bool) -> hardware_mod.DevicePeaks | None:
+        """`peaks`; when a traced device has estimates but no peaks, the profile's notes say so once."""
+        peaks = self.peaks
+        if peaks is None and estimated and self.summary["device_traced"] and self.meta.device_properties:
+            note = achieved_mod.peak_note(str(self.meta.device_properties[0].get("name") or ""))
+            if note not in self._notes:
+                self._notes.append(note)
+        return peaks
 
     def kernel_table(self, per_step: bool = False) -> pd.DataFrame:
         """`kernels`, or with ``per_step=True`` its calls, time and bytes per step."""
@@ -320,9 +383,18 @@ class Profile:
         step); `kernel_table` gives them per step.
         """
         keep = steps_mod.counted_work(self.steps, self._device_steps)
-        return self._with_notes(
-            kernels_mod.kernel_table(self._data.events, self._links, keep), notes_mod.KERNELS
-        )
+        table = kernels_mod.kernel_table(self._data.events, self._links, keep)
+        shares = self._kernel_shares
+        if len(shares) and len(table):
+            rows = kernels_mod.activity_rows(self._data.events)
+            achieved_mod.add_kernel_rates(
+                table,
+                self._data.events,
+                shares,
+                None if keep is None else rows[keep],
+                self._peaks_noted(True),
+            )
+        return self._with_notes(table, notes_mod.KERNELS)
 
     @cached_property
     def annotations(self) -> pd.DataFrame:
