@@ -58,8 +58,9 @@ def load(
     client: Any = None,
     workers: int | None = None,
     progress: bool = True,
+    storage_options: dict[str, Any] | None = None,
 ) -> Profile | RankSet:
-    """Open a saved Kineto trace (``.json``/``.json.gz``) or a folder of them.
+    """Open a saved Kineto trace (``.json``/``.json.gz``) or a folder of them, from a path or a URL.
 
     A file gives a `Profile`. A folder (one trace per rank, or the layout
     ``tensorboard_trace_handler`` writes) gives a `RankSet` when it holds
@@ -69,15 +70,21 @@ def load(
     one per core). A read that takes more than a second shows how far it
     has got (bytes inflated and parsed) in the notebook, or on a terminal's
     stderr; ``progress=False`` shows nothing.
+
+    ``path`` may be an fsspec URL (``s3://bucket/job/``, ``gs://``,
+    ``https://``, ``file://``) of a file or a folder; ``storage_options``
+    (``endpoint_url``, ``anon``, ``key`` ...) go to its file system. The
+    ranks of a folder at a URL are fetched where they are parsed (on a Dask
+    cluster, each worker reads its own); nothing is written to the store.
     """
     from .results.load import load as _load
 
     if not progress:
-        return _load(path, name=name, client=client, workers=workers)
+        return _load(path, name=name, client=client, workers=workers, storage_options=storage_options)
     from .views.progress import showing_trace_progress
 
     with showing_trace_progress():
-        return _load(path, name=name, client=client, workers=workers)
+        return _load(path, name=name, client=client, workers=workers, storage_options=storage_options)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -19,9 +19,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def load(
-    path: str | Path, name: str | None = None, client: Any = None, workers: int | None = None
+    path: str | Path,
+    name: str | None = None,
+    client: Any = None,
+    workers: int | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Profile | RankSet:
-    """Load a trace file, or a folder of traces (see `trace.files`).
+    """Load a trace file, or a folder of traces (see `trace.files`), from a path or a URL.
+
+    A URL (``s3://``, ``gs://``, ``http(s)://``, ``file://``, any fsspec
+    protocol) is read through fsspec, with ``storage_options`` (endpoint_url,
+    anon, key ...) given to its file system (see `remote_load`): a folder's
+    ranks are then fetched where they are parsed (each Dask worker reads its
+    own), and no table cache is ever written to the store.
 
     A run folder of the store (``.torchprof/runs/<id>``) opens from the
     tables kept beside its trace (`results.cache`) when they are current:
@@ -41,6 +51,13 @@ def load(
     """
     from .profile import Profile
 
+    if isinstance(path, str) and "://" in path:
+        from ..trace.remote import is_url
+
+        if is_url(path):
+            from .remote_load import load_url
+
+            return load_url(path, name, client, workers, storage_options)
     p = Path(path).expanduser()
     if not p.exists():
         raise TraceError(p, "no such file or folder")

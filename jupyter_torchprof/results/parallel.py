@@ -46,6 +46,7 @@ from typing import Any
 from ..errors import TraceError
 from .digest import DIGEST_TABLES, PARTS, FailedRank, RankDigest, digest_file, digest_profile
 from .rank_worker import Worker, WorkerDied
+from .remote_rank import digest_source
 
 
 def worker_count(n_files: int) -> int:
@@ -64,9 +65,16 @@ class _Tasks:
     whether they may be kept for the next load (``closed``: interrupted or failed).
     """
 
-    def __init__(self, paths: list[str], feeders: int, parts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        paths: list[str],
+        feeders: int,
+        parts: tuple[str, ...] = (),
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         self.paths = paths
         self.parts = parts
+        self.storage_options = storage_options
         self.results: list[Any] = [None] * len(paths)
         self.next = 0
         self.done = 0
@@ -167,7 +175,7 @@ def _feed(tasks: _Tasks, kept: Worker | None) -> None:
         try:
             while (i := tasks.take()) is not None:
                 try:
-                    result: Any = worker.call(tasks.paths[i], tasks.parts)
+                    result: Any = worker.call(tasks.paths[i], tasks.parts, tasks.storage_options)
                 except BaseException as exc:  # a bug, or the worker killed: re-raised by the caller
                     result = exc
                 tasks.finish(i, result)
@@ -277,20 +285,24 @@ def kept_workers() -> list[int]:
 
 
 def _share_with_pool(
-    paths: list[str], workers: int, here: bool = True, parts: tuple[str, ...] = ()
+    paths: list[str],
+    workers: int,
+    here: bool = True,
+    parts: tuple[str, ...] = (),
+    storage_options: dict[str, Any] | None = None,
 ) -> list[Any]:
     """Digest ``paths`` in ``workers`` worker processes and (``here``) in this one, whichever is free first."""
     _not_while_starting()
-    tasks = _Tasks(paths, feeders=workers, parts=parts)
+    tasks = _Tasks(paths, feeders=workers, parts=parts, storage_options=storage_options)
     finished = False
     try:
         for kept in _WARM.take(workers):
             threading.Thread(target=_feed, args=(tasks, kept), name="torchprof-ranks", daemon=True).start()
         while here and (i := tasks.take()) is not None:
-            tasks.finish(i, digest_file(paths[i], parts))
+            tasks.finish(i, digest_source(paths[i], parts, storage_options))
         while not tasks.wait():  # no worker could start, or one died: this process parses the rest
             while (i := tasks.take()) is not None:
-                tasks.finish(i, digest_file(paths[i], parts))
+                tasks.finish(i, digest_source(paths[i], parts, storage_options))
         finished = True
     finally:
         if not finished:  # interrupted: no feeder starts another rank, no worker is kept
@@ -310,6 +322,7 @@ def digest_files(
     workers: int | None = None,
     here: bool = True,
     parts: Sequence[str] = (),
+    storage_options: dict[str, Any] | None = None,
 ) -> tuple[list[RankDigest], list[TraceError]]:
     """Digest every file: on ``client`` (a Dask ``Client``), in worker processes, or here.
 
@@ -327,23 +340,29 @@ def digest_files(
         (False: only the ``workers`` worker processes do).
     parts
         What each digest carries besides its summary and row (`PARTS`).
+    storage_options
+        Options of the store when ``files`` are URLs: they travel with the
+        URLs, and each rank is fetched where it is parsed (`remote_load`).
 
     Returns
     -------
     The digests of the readable files, in the order given, and one
     `TraceError` per file that is not a readable trace.
     """
-    paths = [str(f) for f in files]
+    paths = [str(f) for f in files]  # a URL given as str stays one
     parts = tuple(parts)
     if client is not None:
-        futures = client.map(digest_file, paths, [parts] * len(paths), pure=False)
+        # Only the paths (URLs) and the store's options travel to the workers, never a trace's bytes.
+        futures = client.map(
+            digest_source, paths, [parts] * len(paths), [storage_options] * len(paths), pure=False
+        )
         results = client.gather(futures)
     else:
         n = worker_count(len(paths)) if workers is None else max(1, min(workers, len(paths)))
         if n == 1:
-            results = [digest_file(p, parts) for p in paths]
+            results = [digest_source(p, parts, storage_options) for p in paths]
         else:
-            results = _share_with_pool(paths, n - 1 if here else n, here, parts)
+            results = _share_with_pool(paths, n - 1 if here else n, here, parts, storage_options)
     digests = [r for r in results if isinstance(r, RankDigest)]
     errors = [TraceError(r.path, r.problem) for r in results if isinstance(r, FailedRank)]
     return digests, errors

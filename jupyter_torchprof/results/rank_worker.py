@@ -13,7 +13,7 @@ Parent and worker speak pickles over the worker's stdin and stdout:
 
 * the parent sends ``sys.path`` first (so the worker finds the same copy of
   this package and of its dependencies as the parent), then requests
-  ``("digest", path, parts)`` or ``("ping",)``;
+  ``("digest", path, parts, storage_options)`` or ``("ping",)``;
 * the worker answers ``("ready", pid)`` once its imports are done, then
   ``("ok", result)`` or ``("error", exception)`` per request.
 
@@ -105,10 +105,10 @@ class Worker:
         except WorkerDied:
             return False
 
-    def call(self, path: str, parts: tuple[str, ...]) -> Any:
-        """The worker's `parallel.digest_file` of ``path``; its exception re-raised here."""
+    def call(self, path: str, parts: tuple[str, ...], storage_options: dict[str, Any] | None = None) -> Any:
+        """The worker's `remote_rank.digest_source` of ``path`` (a file, or a URL it fetches); its exception re-raised here."""
         self.wait_started()
-        self._send(("digest", path, parts))
+        self._send(("digest", path, parts, storage_options))
         kind, value = self._receive()
         if kind == "error":
             raise value
@@ -151,12 +151,12 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _answer(request: tuple[Any, ...]) -> tuple[str, Any]:
-    from .digest import digest_file
+    from .remote_rank import digest_source
 
     if request[0] == "ping":
         return ("pong", None)
     try:
-        return ("ok", digest_file(request[1], tuple(request[2])))
+        return ("ok", digest_source(request[1], tuple(request[2]), request[3]))
     except Exception as exc:  # a bug: the parent re-raises it, the worker serves on
         try:
             pickle.loads(pickle.dumps(exc))  # some exceptions pickle but do not unpickle

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..analysis.findings.thresholds import THRESHOLDS
 from ..analysis.ranks import finish_rank_table, rank_row
+from ..trace.remote import is_url
 from .profile import Profile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,13 +88,20 @@ class RankSet:
         #: Where the ranks' tables and findings are built when asked for (see `from_files`).
         self._client: Any = None
         self._workers: int | None = None
+        #: The store's options when the ranks are URLs (`remote_load`), for fetching them again.
+        self._storage_options: dict[str, Any] | None = None
         self.name = name
         #: Files of the folder that could not be read (one line each).
         self.notes = list(notes)
 
     @classmethod
     def from_files(
-        cls, files: Sequence[Path], name: str = "ranks", client: Any = None, workers: int | None = None
+        cls,
+        files: Sequence[Path | str],
+        name: str = "ranks",
+        client: Any = None,
+        workers: int | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> RankSet:
         """Load one rank per trace file, in parallel (see `parallel.digest_files`).
 
@@ -104,7 +112,7 @@ class RankSet:
         Parameters
         ----------
         files
-            One trace file per rank.
+            One trace file per rank: paths, or URLs (fetched where they are parsed).
         name
             Label for the set.
         client
@@ -113,12 +121,14 @@ class RankSet:
         workers
             Worker processes on this machine (default: one per core, at most
             one per file; 1 parses in this process).
+        storage_options
+            Options of the store the URLs in ``files`` are in (see `remote_load`).
         """
         import warnings
 
         from .parallel import digest_files
 
-        digests, errors = digest_files(files, client=client, workers=workers)
+        digests, errors = digest_files(files, client=client, workers=workers, storage_options=storage_options)
         if not digests:
             raise errors[0]
         for d in digests:
@@ -129,6 +139,7 @@ class RankSet:
             warnings.warn(note, stacklevel=2)
         ranks = cls(name=name, notes=notes, digests=digests)
         ranks._client, ranks._workers = client, workers
+        ranks._storage_options = storage_options
         return ranks
 
     @property
@@ -203,10 +214,12 @@ class RankSet:
                 todo.append(i)
         if not todo:
             return
-        files = [Path(self._entries[i].path) for i in todo]
+        files = [self._entries[i].path for i in todo]  # str: a URL stays one (Path would mangle it)
         # A Dask client closed since the load: this machine's workers build them.
         client = self._client if getattr(self._client, "status", "running") == "running" else None
-        digests, errors = digest_files(files, client=client, workers=self._workers, parts=(part,))
+        digests, errors = digest_files(
+            files, client=client, workers=self._workers, parts=(part,), storage_options=self._storage_options
+        )
         if errors:  # the file changed or went away since the load
             raise errors[0]
         for i, d in zip(todo, digests, strict=True):
@@ -215,7 +228,13 @@ class RankSet:
     def profile_at(self, position: int) -> Profile:
         """The full `Profile` of the rank at ``position`` (parsed from its file on first use)."""
         if position not in self._loaded:
-            self._loaded[position] = self._entries[position].profile()
+            e = self._entries[position]
+            if isinstance(e, _Loaded) or not is_url(e.path):
+                self._loaded[position] = e.profile()
+            else:
+                from .remote_rank import profile_of_url
+
+                self._loaded[position] = profile_of_url(e.path, e.name, self._storage_options)
         return self._loaded[position]
 
     @property
