@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..trace import categories as K
 from .names import describe_kernel
+from .occupancy import not_estimated
 
 
 def device_activity(events: pd.DataFrame) -> pd.DataFrame:
@@ -133,7 +134,7 @@ _KERNEL_COLUMNS = [
     "median_us", "max_us", "pct", "devices", "streams",
 ]  # fmt: skip
 _OPTIONAL_COLUMNS = [
-    "op", "precision", "tile", "layout", "fused_ops",
+    "op", "precision", "tile", "layout", "tensor_cores", "fused_ops",
     "grid", "block", "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
     "bytes", "bandwidth_gbps",
 ]  # fmt: skip
@@ -151,10 +152,13 @@ def kernel_table(
     ``devices``, ``streams``; where the trace has them the launch arguments:
     the most common ``grid`` and ``block``, mean ``registers`` (per thread),
     ``shared_memory`` (bytes), ``blocks_per_sm``, ``warps_per_sm`` and
-    ``occupancy`` (estimated achieved, %); ``bytes`` (total) and
+    ``occupancy`` (estimated achieved, %; NaN where Kineto's 0 only means
+    it could not estimate, see `occupancy`); ``bytes`` (total) and
     ``bandwidth_gbps`` for copies and memsets; what the name tells (see
     `names.KernelName`): ``op`` for library kernels that name theirs,
     ``precision``, ``tile`` and ``layout`` for GEMMs and convolutions,
+    ``tensor_cores`` (``yes``/``no``/"" where the name does not tell, see
+    `tensor_cores`),
     ``fused_ops`` for generated kernels; mean and max ``launch_delay_us``
     (launch start to kernel start) where launches are linked. Optional
     columns appear only when some row has a value.
@@ -246,7 +250,13 @@ def _add_launch_arguments(
         table[col] = _group_mode(inv, cat.cat.codes.to_numpy()[rows], cat.cat.categories, g)
     for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy"):
         if col in events:
-            table[col] = _group_mean(inv, events[col].to_numpy()[rows].astype(np.float64), g)
+            values = events[col].to_numpy()[rows].astype(np.float64)
+            if col == "occupancy" and "shared_memory" in events:
+                # Kineto's 0 % above 48 KiB of shared memory is "not estimated": no figure, not a zero.
+                values = np.where(
+                    not_estimated(values, events["shared_memory"].to_numpy()[rows]), np.nan, values
+                )
+            table[col] = _group_mean(inv, values, g)
 
 
 def _add_bytes(table: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray) -> None:
@@ -278,6 +288,7 @@ def _add_name_parts(table: pd.DataFrame) -> None:
     table["precision"] = [d.precision for d in described]
     table["tile"] = [d.tile for d in described]
     table["layout"] = [d.layout for d in described]
+    table["tensor_cores"] = [d.tensor_cores for d in described]
 
 
 def _add_launch_delay(table: pd.DataFrame, delay: np.ndarray, inv: np.ndarray) -> None:

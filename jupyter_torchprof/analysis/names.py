@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import categories as C
+from .tensor_cores import tensor_cores as _tensor_cores
 
 _TRITON = re.compile(r"^triton_(?P<kind>poi|red|per|tem|for|spl|tma|unk)_(?P<rest>.+?)(?:_\d+)?$")
 TRITON_KINDS = {
@@ -61,6 +62,11 @@ _CUTLASS = re.compile(r"cutlass(?:_(?P<arch>\d{2,3}))?_(?P<body>\w+)")
 _TENSILE = re.compile(
     r"^Cijk_(?P<a>A[a-z]{3})_(?P<b>B[a-z]{3})_(?P<prec>[A-Z]{1,4})_.*?MT(?P<tile>\d+x\d+x\d+)"
 )
+#: CUTLASS instruction tokens that name a data type (``s1688``: fp32 data as TF32; ``simt_sgemm``: fp32).
+_CUTLASS_PRECISION = {
+    "s1688": "tf32", "s16816": "tf32", "h1688": "fp16", "h16816": "fp16", "i8816": "int8", "i16832": "int8",
+    "sgemm": "fp32", "dgemm": "fp64", "hgemm": "fp16",
+}  # fmt: skip
 _MANGLED = re.compile(r"(\d+)")
 
 # Noise inside template arguments: lambdas and the operators that hold them.
@@ -116,6 +122,9 @@ class KernelName:
         threadblock tile (``128x64``), operand layout (``nn``, ``nt`` ...;
         ``n`` = as stored, ``t`` = transposed) and target architecture
         (``sm80``), where the name carries them.
+    tensor_cores
+        ``yes`` / ``no`` where the name says whether tensor (matrix) cores
+        run it, ``""`` where it does not tell (`tensor_cores`).
     """
 
     short: str
@@ -126,6 +135,7 @@ class KernelName:
     tile: str = ""
     layout: str = ""
     arch: str = ""
+    tensor_cores: str = ""
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -268,12 +278,11 @@ def _gemm_info(name: str) -> dict[str, str]:
         info.setdefault("arch", f"sm{m.group('arch')}")
     if m:
         prec = re.search(
-            r"(?:^|_)(tf32|bf16|f16|fp16|f32|s1688|h1688|h16816|s16816|i8816|i16832)", m.group("body")
+            r"(?:^|_)(tf32|bf16|f16|fp16|f32|s1688|h1688|h16816|s16816|i8816|i16832|sgemm|dgemm|hgemm)",
+            m.group("body"),
         )
         if prec:
-            info.setdefault(
-                "precision", {"s1688": "tf32", "s16816": "tf32"}.get(prec.group(1), prec.group(1))
-            )
+            info.setdefault("precision", _CUTLASS_PRECISION.get(prec.group(1), prec.group(1)))
         lay = re.search(r"_([nt]{2})_align", name)
         if lay:
             info.setdefault("layout", lay.group(1))
@@ -420,6 +429,7 @@ def _describe(name: str, max_len: int) -> KernelName:
         tile=info.get("tile", ""),
         layout=info.get("layout", ""),
         arch=info.get("arch", ""),
+        tensor_cores=_tensor_cores(name, family),
     )
 
 
