@@ -36,6 +36,8 @@ Pure: frames in, frames out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -179,40 +181,76 @@ def idle_breakdown(
     return _typed(pd.DataFrame(out, columns=cols))
 
 
+@dataclass(frozen=True)
+class StreamGaps:
+    """The gap before each activity on its stream, HTA's way (one entry per activity of ``rows``).
+
+    Attributes
+    ----------
+    device, stream
+        Where the activity ran.
+    gap
+        Its start minus the end of the activity before it on the stream (in
+        start order; negative where the trace shows an overlap, as in HTA).
+    has_gap
+        False for the first activity of a stream (no gap before it).
+    cause
+        HTA's cause of the gap (index into `IDLE_CAUSES`).
+    """
+
+    device: np.ndarray
+    stream: np.ndarray
+    gap: np.ndarray
+    has_gap: np.ndarray
+    cause: np.ndarray
+
+
+def stream_gaps(events: pd.DataFrame, links: pd.DataFrame, rows: np.ndarray) -> StreamGaps:
+    """HTA's gaps and causes for the device activities ``rows`` (positions in ``events``)."""
+    start = events["ts"].to_numpy()[rows].astype(np.float64)
+    end = start + events["dur"].to_numpy()[rows]
+    device = events["device"].to_numpy()[rows].astype(np.int64)
+    stream = events["stream"].to_numpy()[rows].astype(np.int64)
+    order = np.lexsort((start, stream, device))
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
+    before = np.full(len(rows), np.nan)
+    before[order[1:]] = end[order][:-1]
+    has_gap = np.zeros(len(rows), dtype=bool)
+    has_gap[order] = same
+    gap = np.where(has_gap, start - np.nan_to_num(before), 0.0)
+    cause = _gap_causes(before, gap, launch_starts(events, links, rows))
+    return StreamGaps(device, stream, gap, has_gap, cause)
+
+
+def stream_idle(gaps: StreamGaps, mask: np.ndarray | None = None) -> list[tuple]:
+    """(device, stream, µs per cause ..., total) of each stream among the gaps ``mask`` selects."""
+    if mask is None:
+        mask = np.ones(len(gaps.gap), dtype=bool)
+    out = []
+    for d, s in sorted(set(zip(gaps.device[mask].tolist(), gaps.stream[mask].tolist(), strict=True))):
+        m = mask & gaps.has_gap & (gaps.device == d) & (gaps.stream == s)
+        per = np.bincount(gaps.cause[m], weights=gaps.gap[m], minlength=len(IDLE_CAUSES))
+        out.append((d, s, *per.tolist(), float(per.sum())))
+    return out
+
+
 def idle_by_stream(
     events: pd.DataFrame, links: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray
 ) -> pd.DataFrame:
     """HTA's idle time breakdown per step and stream: the gap before each activity on its stream.
 
-    Activities of a stream are taken in start order over the whole trace;
-    the gap before one (its start minus the previous one's end, negative
-    where the trace shows an overlap, as in HTA) counts in the row of the
-    step that launched it, with HTA's cause (see the module doc).
+    Activities of a stream are taken in start order over the whole trace
+    (`stream_gaps`); the gap before one counts in the row of the step that
+    launched it, with HTA's cause (see the module doc).
     """
-    act = activity_rows(events)
+    gaps = stream_gaps(events, links, activity_rows(events))
+    out = [
+        (step, counted, label, *row)
+        for step, counted, label, mask in _groups(steps, owner)
+        for row in stream_idle(gaps, mask)
+    ]
     cols = ["step", "counted", "label", "device", "stream", *IDLE_CAUSES.values(), "idle_us"]
-    start = events["ts"].to_numpy()[act].astype(np.float64)
-    end = start + events["dur"].to_numpy()[act]
-    device = events["device"].to_numpy()[act].astype(np.int64)
-    stream = events["stream"].to_numpy()[act].astype(np.int64)
-    order = np.lexsort((start, stream, device))
-    same = np.zeros(len(order), dtype=bool)
-    same[1:] = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
-    prev_end = np.full(len(order), np.nan)
-    prev_end[1:] = end[order][:-1]
-    has_gap = np.zeros(len(act), dtype=bool)
-    gap = np.zeros(len(act))
-    before = np.full(len(act), np.nan)
-    has_gap[order] = same
-    gap[order] = np.where(same, start[order] - np.nan_to_num(prev_end), 0.0)
-    before[order] = prev_end
-    cause = _gap_causes(before, gap, launch_starts(events, links, act))
-    out = []
-    for step, counted, label, mask in _groups(steps, owner):
-        for d, s in sorted(set(zip(device[mask].tolist(), stream[mask].tolist(), strict=True))):
-            m = mask & has_gap & (device == d) & (stream == s)
-            per = np.bincount(cause[m], weights=gap[m], minlength=len(IDLE_CAUSES))
-            out.append((step, counted, label, d, s, *per.tolist(), float(per.sum())))
     return _typed(pd.DataFrame(out, columns=cols))
 
 

@@ -1,0 +1,103 @@
+"""Device idle time per step by Holistic Trace Analysis's causes (`Profile.idle_breakdown`).
+
+Held on every real trace: the causes sum to the steps' device idle time (and,
+without a counted step, to the recording's span minus its busy time, summed
+straight from the trace JSON); the per-stream breakdown equals HTA's own
+``get_idle_time_breakdown`` run on the same file, cause by cause.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from tracefiles import GPU_TRACES, REAL_TRACES, raw_events, real_trace, union_length
+
+from jupyter_torchprof.analysis import breakdown as B
+from jupyter_torchprof.analysis.kernels import activity_rows
+from jupyter_torchprof.results.profile import Profile
+
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+CAUSES = list(B.IDLE_CAUSES.values())
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {name: Profile.from_file(real_trace(name)) for name in REAL_TRACES}
+
+
+def _device_intervals(name: str) -> list[tuple[float, float]]:
+    return [
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in raw_events(real_trace(name))
+        if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS
+    ]
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_causes_sum_to_the_steps_device_idle(profiles, name):
+    p = profiles[name]
+    idle = p.idle_breakdown
+    assert np.allclose(idle[CAUSES].sum(axis=1), idle["idle_us"], rtol=1e-9, atol=1e-6)
+    assert (idle[CAUSES].to_numpy() >= -1e-9).all()
+    steps = idle[idle["step"] != B.WHOLE_TRACE]
+    assert len(steps) == len(p.steps)
+    want = p.steps["device_idle_us"].to_numpy()
+    assert np.allclose(steps["idle_us"], want, rtol=1e-3, atol=1e-6), (steps["idle_us"].tolist(), want)
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_without_a_counted_step_the_whole_trace_is_one_row(profiles, name):
+    p = profiles[name]
+    whole = p.idle_breakdown[p.idle_breakdown["step"] == B.WHOLE_TRACE]
+    counted = bool(len(p.steps)) and bool(p.steps["counted"].any())
+    assert len(whole) == (0 if counted else 1)
+    if not counted:
+        spans = _device_intervals(name)
+        want = (max(e for _, e in spans) - min(s for s, _ in spans) - union_length(spans)) if spans else 0.0
+        assert whole["idle_us"].iloc[0] == pytest.approx(want, rel=1e-3, abs=1e-6)
+
+
+def _hta_breakdown(name: str, folder) -> tuple[pd.DataFrame, set[int]]:
+    """HTA's idle time breakdown of one trace (its one rank, timestamps kept to the ns) and the
+    correlation ids of the device work it analysed (HTA leaves out the last step's)."""
+    from hta.configs.env_options import HTAEnvOptions
+    from hta.trace_analysis import TraceAnalysis
+
+    folder.mkdir()
+    shutil.copy(real_trace(name), folder / "rank-0.json.gz")
+    options = HTAEnvOptions.instance()
+    rounding = options.disable_ns_rounding()
+    options.set_disable_ns_rounding(True)
+    try:
+        analyzer = TraceAnalysis(trace_dir=str(folder))
+        (rank,) = analyzer.t.traces  # the rank the file names (diff_pair's are not 0)
+        out, _ = analyzer.get_idle_time_breakdown(ranks=[rank], visualize=False)
+    finally:
+        options.set_disable_ns_rounding(rounding)
+    df = analyzer.t.get_trace(rank)
+    return out, set(df.loc[df["stream"] >= 0, "correlation"].astype(int).tolist())
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_per_stream_breakdown_equals_hta(profiles, name, tmp_path):
+    """Over the device work HTA analyses, each stream's idle time per cause is HTA's."""
+    p = profiles[name]
+    hta, analysed = _hta_breakdown(name, tmp_path / "hta")
+    ev = p.parsed_events
+    act = activity_rows(ev)
+    rows = act[np.isin(ev["correlation"].to_numpy()[act], list(analysed))]
+    assert len(rows), "HTA analysed no device work"
+    ours = pd.DataFrame(
+        B.stream_idle(B.stream_gaps(ev, p._links, rows)), columns=["device", "stream", *CAUSES, "idle_us"]
+    )
+    ours = ours.groupby("stream")[CAUSES].sum()  # HTA keys streams without their device
+    theirs = hta.pivot_table(index="stream", columns="idle_category", values="idle_time", aggfunc="sum")
+    theirs = theirs.reindex(columns=["host_wait", "kernel_wait", "other"]).fillna(0.0)
+    theirs.columns = CAUSES
+    assert sorted(ours.index) == sorted(int(s) for s in theirs.index)
+    for stream, row in ours.iterrows():
+        # HTA rounds what it returns to 0.01 us.
+        assert row.to_numpy() == pytest.approx(theirs.loc[stream].to_numpy(), abs=0.02), (stream, row)
