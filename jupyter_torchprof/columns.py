@@ -390,7 +390,16 @@ KERNELS: tuple[Column, ...] = (
     Column("block", "Block", "text", 90, "thread block", when="any"),
     Column("registers", "Registers", "count", 80, "registers per thread", when="any"),
     Column("shared_memory", "Shared mem", "bytes", 90, "shared memory per block", when="any"),
-    Column("occupancy", "Occupancy %", "number", 90, "estimated achieved occupancy", unit="%", when="any"),
+    Column(
+        "occupancy", "Occupancy %", "number", 90,
+        "estimated achieved occupancy (– where Kineto could not estimate it: over 48 KiB shared memory per block)",
+        unit="%", when="any",
+    ),
+    Column(
+        "tensor_cores", "Tensor cores", "text", 90,
+        "whether the kernel's name says it runs on tensor (matrix) cores: yes, no, or blank where it does not tell",
+        when="any",
+    ),
     Column("bandwidth_gbps", "GB/s", "number", 70, "memory bandwidth of copies and memsets", "GB/s", when="any"),
     Column(
         "launch_delay_us", "Launch delay", "time", 100, "mean time from the launch call to the kernel start",
