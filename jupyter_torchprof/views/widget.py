@@ -179,6 +179,10 @@ class ProfileView(OneWidget):
         self._memory_slot = W.LazyPage(self._memory_page) if has_memory(profile) else None
         if self._memory_slot is not None:
             pages.append(("Memory", self._memory_slot))
+        # Where each step's device time went (families and idle causes), when a device was traced.
+        self._steps_slot = W.LazyPage(self._steps_page) if device else None
+        if self._steps_slot is not None:
+            pages.append(("Steps", self._steps_slot))
         self.tabs = W.Tabs([p for _, p in pages], [t for t, _ in pages], cls=["jp-TorchProf-tabs"])
         # Export: format menu, button, what was written and a download link.
         from .export_control import ExportControl
@@ -337,6 +341,18 @@ class ProfileView(OneWidget):
         if self._pending_highlight is not None:
             self._outline(*self._pending_highlight)
         return W.VBox([self.tl_hint, figure, self.tl_detail], cls=["jp-TorchProf-page"])
+
+    def _steps_page(self) -> W.Node:
+        from .breakdown_chart import build_step_chart
+
+        hint = (
+            "device time per step: busy time by kernel family (overlapping work shares its time), "
+            "then idle time by HTA's causes · hover a part for its time"
+        )
+        figure = self._bokeh_model(build_step_chart(self.profile), "jp-TorchProf-stepchart")
+        return W.VBox(
+            [W.HTML(f'<div class="jp-TorchProf-hint">{esc(hint)}</div>'), figure], cls=["jp-TorchProf-page"]
+        )
 
     def _memory_page(self) -> W.Node:
         figure = self._bokeh_model(build_memory(self.profile), "jp-TorchProf-memory")
