@@ -310,7 +310,14 @@ class ProfileView(OneWidget):
             page.selection,
             page.goto,
         )
-        return self._table_page(page, [self.k_module], "kernels", "jp-TorchProf-kerneltable")
+        from .roofline import RooflineSection
+
+        # The roofline: a toggle beside the filter, the plot below the table (or why there is none).
+        self.k_roofline = RooflineSection(self.profile, self._bokeh_model)
+        toggle = [self.k_roofline.toggle] if self.k_roofline.toggle is not None else []
+        body = self._table_page(page, [self.k_module, *toggle], "kernels", "jp-TorchProf-kerneltable")
+        body.children = [*body.children, self.k_roofline.slot]
+        return body
 
     def _table_page(self, page: TablePage, extra: list[W.Node], which: str, cls: str) -> W.Node:
         """Wire a table page to the timeline (selection, "show in timeline") and lay it out."""
