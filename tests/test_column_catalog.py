@@ -88,7 +88,14 @@ def text_headers(text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", [GPU, CPU])
 def test_text_tables_show_the_catalog_titles(name):
-    from jupyter_torchprof.views.text import TEXT_KERNEL_KEYS, TEXT_OP_KEYS, kernel_table_text, op_table_text
+    from jupyter_torchprof.views.text import (
+        TEXT_KERNEL_EXTRA_KEYS,
+        TEXT_KERNEL_KEYS,
+        TEXT_OP_EXTRA_KEYS,
+        TEXT_OP_KEYS,
+        kernel_table_text,
+        op_table_text,
+    )
 
     p = load(str(real_trace(name)))
     device = bool(p.summary["device_traced"])
@@ -96,13 +103,18 @@ def test_text_tables_show_the_catalog_titles(name):
     catalog = titles_of(columns.OPS)
     assert heads[0] == catalog["name"]
     # every title shown is the catalog's, in the text table's order
-    wanted = [catalog[k] for k in TEXT_OP_KEYS if k in p.ops.columns]
+    wanted = [catalog[k] for k in TEXT_OP_KEYS + TEXT_OP_EXTRA_KEYS if k in p.ops.columns]
     assert heads[1:] == [t for t in wanted if t in heads[1:]]
     assert "Calls" in heads and "Self CPU" in heads and "# Calls" not in heads
     assert ("Self device" in heads) == device and "Self Device" not in heads
     if device:
         kheads = text_headers(kernel_table_text(p.kernels, row_limit=5))
-        assert kheads == [titles_of(columns.KERNELS)[k] for k in TEXT_KERNEL_KEYS]
+        ktitles = titles_of(columns.KERNELS)
+        # The fixed columns, then the notes where a row shown has one.
+        assert kheads[: len(TEXT_KERNEL_KEYS)] == [ktitles[k] for k in TEXT_KERNEL_KEYS]
+        assert kheads[len(TEXT_KERNEL_KEYS) :] == [
+            ktitles[k] for k in TEXT_KERNEL_EXTRA_KEYS if ktitles[k] in kheads
+        ]
         assert "Share" in kheads and "%" not in kheads
 
 
@@ -115,12 +127,14 @@ def test_static_html_shows_the_catalog_titles(gpu):
 
     page = profile_html(gpu.summary, gpu.ops, gpu.kernels, [])
     ops, kernels = html_tables(page)
-    text = text_headers(op_table_text(gpu.ops, True, 5))
+    text = text_headers(op_table_text(gpu.ops, True, 20))  # the same rows as the static view
     assert [h["text"] for h in ops["heads"]] == text  # the static view and the terminal agree
     tips = {c.title: c.tip for c in columns.OPS}
     assert [h["tip"] for h in ops["heads"]] == [tips[t] for t in text]
     assert set(text) <= set(titles_of(columns.OPS).values())
-    assert [h["text"] for h in kernels["heads"]] == [titles_of(columns.KERNELS)[k] for k in HTML_KERNEL_KEYS]
+    kheads = [h["text"] for h in kernels["heads"]]
+    assert kheads[: len(HTML_KERNEL_KEYS)] == [titles_of(columns.KERNELS)[k] for k in HTML_KERNEL_KEYS]
+    assert kheads[len(HTML_KERNEL_KEYS) :] in ([], ["Note"])  # the notes where a row shown has one
 
 
 def test_rank_table_shows_the_catalog_titles(tmp_path):

@@ -10,7 +10,7 @@ from tracefiles import key_averages_calls, raw_events, real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.columns import format_cell
-from jupyter_torchprof.views.text import fit_width, op_columns
+from jupyter_torchprof.views.text import fit_width, op_columns, op_extra_columns
 
 TRACES = [
     "a100_nccl_rank0.pt.trace.json.gz",
@@ -36,7 +36,14 @@ def _op_table(text: str) -> tuple[list[str], list[list[str]]]:
     rules = [i for i, line in enumerate(lines) if line and set(line) <= {"-", " "}]
     header = re.split(r"\s{2,}", lines[rules[0] + 1].strip())
     rows = [re.split(r"\s{2,}", line.strip()) for line in lines[rules[1] + 1 : rules[2]]]
-    return header, rows
+    # A row without a note ends before the Note column (lines are right-stripped): its cell is empty.
+    return header, [cells + [""] * (len(header) - len(cells)) for cells in rows]
+
+
+def _text_columns(profile, device: bool, rows: int | None):
+    """The columns the text table of ``profile``'s first ``rows`` ops shows: numbers, then text (notes)."""
+    ops = profile.sorted_ops()
+    return op_columns(profile.ops, device) + op_extra_columns(ops if rows is None else ops.head(rows), device)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -45,7 +52,7 @@ def test_every_line_fits_and_the_time_columns_stay(profile, width):
     too_long = [line for line in text.splitlines() if len(line) > width]
     assert not too_long, too_long
     device = bool(profile.summary["device_traced"])
-    cols = op_columns(profile.ops, device)
+    cols = _text_columns(profile, device, 15)
     titles = {c.title: c for c in cols}
     header, rows = _op_table(text)
     assert header[0] == "Name"
@@ -74,7 +81,7 @@ def test_wide_enough_shows_every_column_and_torch_calls(profile):
     text = profile.table(row_limit=15, width=200)
     header, rows = _op_table(text)
     device = bool(profile.summary["device_traced"])
-    assert header[1:] == [c.title for c in op_columns(profile.ops, device)]
+    assert header[1:] == [c.title for c in _text_columns(profile, device, 15)]
     assert "hidden to fit" not in text
     # Calls, independently: as key_averages counts them from the trace file.
     calls = key_averages_calls(raw_events(profile.test_trace), ("cpu_op", "user_annotation"))
@@ -90,14 +97,15 @@ def test_names_give_way_before_any_column():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         p = load(str(real_trace("a100_nccl_rank0.pt.trace.json.gz")))
-    natural = p.table(row_limit=15, width=0)
+    natural = p.table(row_limit=15, width=0, kernels=False)
     rule = next(line for line in natural.splitlines() if line.startswith("-"))
     # Narrower than the op table, but room for every column once names are short: none is hidden.
     header, _ = _op_table(natural)
     name_col = len(rule.split("  ")[0])
     assert name_col > 30
     width = len(rule) - name_col + 20
-    text = p.table(row_limit=15, width=width)
+    # The op table's own (the kernel table's Note column may want more room than the op table has).
+    text = p.table(row_limit=15, width=width, kernels=False)
     assert _op_table(text)[0] == header
     assert "…" in text and "hidden to fit" not in text
 
@@ -121,4 +129,4 @@ def test_a_text_export_keeps_every_column_in_a_narrow_terminal(tmp_path, monkeyp
     text = (tmp_path / "tables.txt").read_text(encoding="utf-8")
     assert "hidden to fit" not in text
     header, _ = _op_table(text)
-    assert header[1:] == [c.title for c in op_columns(p.ops, True)]
+    assert header[1:] == [c.title for c in _text_columns(p, True, None)]

@@ -63,7 +63,7 @@ def profile_text(
 def profile_static_html(profile: Profile) -> str:
     """The static HTML of a profile: summary, findings, op and kernel tables."""
     from .findings import findings_html, insert_findings
-    from .html import profile_html
+    from .html import profile_html, static_explanations
 
     page = profile_html(
         profile.summary,
@@ -72,6 +72,7 @@ def profile_static_html(profile: Profile) -> str:
         profile.notes,
         profile.error,
         profile.row_limit,
+        static_explanations(profile),
     )  # the captions say "totals over N steps" (from summary["steps"])
     return insert_findings(page, findings_html(profile.findings))
 

@@ -1,8 +1,9 @@
 """A standalone HTML report: one file that opens offline, in any browser.
 
 What the page holds, top to bottom: the run's summary, its findings, the op
-and kernel tables (sortable: click a header), the steps and device streams,
-and the timeline. A `Comparison` gets its headline and the eager vs compiled
+and kernel tables (sortable: click a header), what the notes on their rows
+mean (each note in a table links there), the steps and device streams, and
+the timeline. A `Comparison` gets its headline and the eager vs compiled
 diff tables first, then the same sections for each side.
 
 How it stays offline and safe:
@@ -36,6 +37,7 @@ from .. import columns
 from .._version import __version__
 from ..columns import Column, format_cell, number
 from ..format import esc, fmt_count, fmt_time, headline_chips, totals_label
+from .notes_view import NOTE_KEY, explanations_html, note_links_html
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
@@ -76,9 +78,12 @@ def _sort_attr(x: float | None) -> str:
     return repr(x)
 
 
-def _cell(col: Column, rec: dict[str, Any]) -> str:
+def _cell(col: Column, rec: dict[str, Any], prefix: str = "") -> str:
     value = rec.get(col.key)
     text = format_cell(col, value)
+    if col.key == NOTE_KEY:
+        # Each note links to its explanation in this page (markup made and escaped by notes_view).
+        return f'<td class="tp-note-cell">{note_links_html(value, rec.get("note_ids"), prefix)}</td>'
     if not col.numeric:
         if col.kind != "name":
             return f"<td>{esc(text)}</td>"
@@ -101,6 +106,7 @@ def table_html(
     sorted_by: str | None = None,
     limit: int = REPORT_ROWS,
     compact: bool = False,
+    prefix: str = "",
 ) -> str:
     """A sortable HTML table of ``frame`` (every cell escaped).
 
@@ -120,6 +126,8 @@ def table_html(
         Rows included at most.
     compact
         Size the table to its content instead of the page width.
+    prefix
+        Prefix of the notes' anchors a Note cell links to (one side of a comparison).
     """
     cols = [c for c in cols if c.key in frame.columns]
     shown = frame.head(limit)
@@ -132,7 +140,7 @@ def table_html(
         head.append(f'<th scope="col" {kind}{sort}{tip}><button type="button">{esc(c.title)}</button></th>')
     body = []
     for rec in shown.to_dict("records"):
-        body.append("<tr>" + "".join(_cell(c, rec) for c in cols) + "</tr>")
+        body.append("<tr>" + "".join(_cell(c, rec, prefix) for c in cols) + "</tr>")
     count = (
         f"top {fmt_count(len(shown))} of {fmt_count(len(frame))} rows"
         if len(shown) < len(frame)
@@ -240,7 +248,7 @@ def _ops_html(profile: Profile, prefix: str) -> str:
     if device:
         totals += f" · self device {fmt_time(ops['self_device_us'].sum())}"
     what = totals_label(profile.summary.get("steps", 0))
-    return table_html(ops, cols, f"{prefix}ops", f"Ops · {what}", sorted_by=metric) + (
+    return table_html(ops, cols, f"{prefix}ops", f"Ops · {what}", sorted_by=metric, prefix=prefix) + (
         f'<p class="tp-muted">Sums over all rows ({esc(what)}): {esc(totals)}.</p>'
     )
 
@@ -258,9 +266,18 @@ def _kernels_html(profile: Profile, prefix: str) -> str:
             f"{prefix}kernels",
             f"Kernels, copies and memsets · {totals_label(profile.summary.get('steps', 0))}",
             "total_us",
+            prefix=prefix,
         )
         + f'<p class="tp-muted">Device time over all rows: {esc(total)}.</p>'
     )
+
+
+def _notes_html(profile: Profile, prefix: str) -> str:
+    try:
+        listed = explanations_html(profile, prefix)
+    except Exception as exc:  # noqa: BLE001 - a failing rule must not cost the report
+        return f'<p class="tp-warn">{esc(f"notes unavailable: {type(exc).__name__}: {exc}")}</p>'
+    return listed or '<p class="tp-muted">No notes on any row.</p>'
 
 
 def _steps_html(profile: Profile, prefix: str) -> str:
@@ -316,6 +333,7 @@ def _profile_sections(
         ("findings", "Findings", _findings_html(profile)),
         ("ops", "Ops", _ops_html(profile, prefix)),
         ("kernels", "Kernels", _kernels_html(profile, prefix)),
+        ("notes", "What the notes mean", _notes_html(profile, prefix)),
         ("steps", "Steps and streams", _steps_html(profile, prefix)),
     ]
     for key, title, body in sections:

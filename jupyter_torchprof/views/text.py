@@ -35,8 +35,8 @@ def summary_line(summary: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-#: The op columns of the text table, in key_averages' order (times first, calls last).
-TEXT_OP_KEYS = (
+#: The op columns of key_averages' table, in its order (times first, calls last).
+KEY_AVERAGES_OP_KEYS = (
     "self_cpu_pct",
     "self_cpu_us",
     "cpu_total_us",
@@ -51,13 +51,42 @@ TEXT_OP_KEYS = (
     "flops_per_s",
     "calls",
 )
+#: Op columns of the catalog the text table leaves to the interactive view:
+#: shares of inclusive time (its own), inclusive memory.
+TEXT_OP_LEFT_OUT = frozenset(
+    {"name", "cpu_total_pct", "device_total_pct", "cpu_mem_bytes", "device_mem_bytes"}
+)
+#: The numeric op columns of the text table: key_averages' first, then any
+#: other of the catalog's, in its order (a column added there shows here).
+TEXT_OP_KEYS = KEY_AVERAGES_OP_KEYS + tuple(
+    c.key
+    for c in columns.OPS
+    if c.numeric and c.key not in KEY_AVERAGES_OP_KEYS and c.key not in TEXT_OP_LEFT_OUT
+)
+#: The text op columns, after the numbers (shapes, stack, module, notes): the catalog's, in its order.
+TEXT_OP_EXTRA_KEYS = tuple(c.key for c in columns.OPS if not c.numeric and c.key not in TEXT_OP_LEFT_OUT)
 #: The kernel columns of the text table.
 TEXT_KERNEL_KEYS = ("short_name", "calls", "total_us", "mean_us", "min_us", "median_us", "max_us", "pct")
+#: Kernel columns shown after those where some row has a value (the notes).
+TEXT_KERNEL_EXTRA_KEYS = ("note",)
+#: Characters a text cell of the extra columns takes at most.
+EXTRA_CHARS = 60
 
 
 def op_columns(table: pd.DataFrame, device: bool) -> list[Column]:
     """The catalog's op columns the text table shows for ``table`` (name and extras apart)."""
     return columns.shown(columns.pick(columns.OPS, TEXT_OP_KEYS), table, device)
+
+
+def op_extra_columns(table: pd.DataFrame, device: bool) -> list[Column]:
+    """The text columns the text table shows after the numbers (`TEXT_OP_EXTRA_KEYS`) for the rows ``table``."""
+    return columns.shown(columns.pick(columns.OPS, TEXT_OP_EXTRA_KEYS), table, device)
+
+
+def kernel_columns(table: pd.DataFrame) -> list[Column]:
+    """The catalog's kernel columns the text table shows for ``table``."""
+    extra = columns.shown(columns.pick(columns.KERNELS, TEXT_KERNEL_EXTRA_KEYS), table)
+    return columns.pick(columns.KERNELS, TEXT_KERNEL_KEYS) + extra
 
 
 #: The name column gives way first, down to this many characters, before a column is hidden.
@@ -210,14 +239,15 @@ def op_table_text(
     self CPU and self device times.
     """
     cols = op_columns(table, device)
-    extra = columns.shown(columns.pick(columns.OPS, ("input_shapes", "stack", "module")), table, device)
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
+    # Judged on the rows shown: a top-20 without a note has no empty Note column.
+    extra = op_extra_columns(shown, device)
     rows = []
     for d in shown.to_dict("records"):
         rows.append(
             [str(d["name"])]
             + [format_cell(c, d[c.key]) for c in cols]
-            + [ellipsize(format_cell(c, d[c.key]), 60) for c in extra]
+            + [ellipsize(format_cell(c, d[c.key]), EXTRA_CHARS) for c in extra]
         )
     name = columns.pick(columns.OPS, ["name"])[0].title
     headers = [name] + [c.title for c in cols] + [c.title for c in extra]
@@ -237,6 +267,10 @@ def op_table_text(
     return text + "\n" + wrap_lines("\n".join(footer), width)
 
 
+def _cells(cols: list[Column], rec: dict[str, Any]) -> list[str]:
+    return [format_cell(c, rec.get(c.key)) for c in cols]
+
+
 def kernel_table_text(
     table: pd.DataFrame,
     row_limit: int | None = 20,
@@ -246,9 +280,16 @@ def kernel_table_text(
 ) -> str:
     """The kernel table as fixed-width text (``steps``, ``width``: as for `op_table_text`)."""
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
-    cols = columns.pick(columns.KERNELS, TEXT_KERNEL_KEYS)
+    cols = kernel_columns(shown)
     headers = [c.title for c in cols]
-    rows = [[format_cell(c, d.get(c.key)) for c in cols] for d in shown.to_dict("records")]
+    cut = [c.key in TEXT_KERNEL_EXTRA_KEYS for c in cols]
+    rows = [
+        [
+            ellipsize(cell, EXTRA_CHARS) if short else cell
+            for cell, short in zip(_cells(cols, d), cut, strict=True)
+        ]
+        for d in shown.to_dict("records")
+    ]
     text, hidden = render_fitted(rows, headers, name_width, width, drop_order(cols[1:], ("total_us",)))
     footer = [hidden_note(hidden)] if hidden else []
     if steps is not None:
