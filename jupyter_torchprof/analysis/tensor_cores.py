@@ -18,7 +18,8 @@ a GEMM/convolution on the ordinary cores (CUDA cores, AMD's vector ALUs), and
   ``_MI<m>x<n>x<k>`` token, or ``MFMA``;
 * on the ordinary cores: BLAS-lettered GEMMs without an MMA shape
   (``ampere_sgemm_128x64_nn``, ``volta_hgemm``, ``dgemm``), ``gemv`` and
-  ``gemmk1`` (matrix-vector, rank-1), CUTLASS ``simt``, cuDNN's ``scudnn``
+  ``gemmk1`` (matrix-vector, rank-1), CUTLASS ``simt``, cuBLAS/xmma ``ffma``
+  (fused multiply-add on the CUDA cores), cuDNN's ``scudnn``
   (single-precision convolutions), MAGMA's ``sgemm``, Tensile without an MI
   token.
 
@@ -38,9 +39,9 @@ _MMA_SHAPE = re.compile(
     r"(?:^|[^0-9a-z])(?:[a-z]+_)?[hsdib]?(?:884|1688|16816|8816|16832|1684|16864)(?=gemm|fprop|dgrad|wgrad|_|$)"
 )
 _TC_WORDS = re.compile(r"hmma|imma|wmma|wgmma|gmma|tensorop|tfloat32|tf32|nvjet")
-_XMMA_TC = re.compile(r"xmma.*(?:tensor\d+x\d+x\d+|bf16|f16|fp16|e4m3|e5m2|int8|i8)")
+_XMMA_TC = re.compile(r"xmma.*(?:tensor\d+x\d+x\d+|bf16|f16|fp16|e4m3|e5m2|int8|_i8)")
 _TENSILE_MFMA = re.compile(r"_MI\d+x\d+x\d+|MFMA")
-_CUDA_CORE = re.compile(r"(?:^|[_:< ])(?:[a-z]+_)?[sdhcz]gemm|gemv|gemmk1|simt|scudnn|magma_[sdhcz]gemm")
+_CUDA_CORE = re.compile(r"(?:^|[_:< ])(?:[a-z]+_)?[sdhcz]gemm|gemv|gemmk1|simt|ffma|scudnn|magma_[sdhcz]gemm")
 
 
 def tensor_cores(name: str, family: str) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from ...trace import categories as K
 
 #: Bumped when a rule changes what it reports (part of the table cache's fingerprint).
-RULES_VERSION = 1
+RULES_VERSION = 2
 #: Tables a note can be on.
 OPS = "ops"
 KERNELS = "kernels"
