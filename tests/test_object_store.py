@@ -24,7 +24,7 @@ import dask.distributed
 import moto.server as moto_server
 import pandas as pd
 import pytest
-from tracefiles import ROOT, assert_same_findings, real_trace, write_rank_folder
+from tracefiles import REAL_TRACES, ROOT, assert_same_findings, real_trace, write_rank_folder
 
 from jupyter_torchprof import load
 from jupyter_torchprof.errors import TraceError
@@ -361,3 +361,44 @@ def test_what_counts_as_a_url(text, url):
 
     assert is_url(text) is url
     assert is_url(Path("/tmp/x.json")) is False
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_every_real_trace_at_a_url_gives_the_tables_of_the_file(name):
+    """The URL path (a local copy, then today's parser) changes no number, on every real trace."""
+    import fsspec
+
+    local = Profile.from_file(real_trace(name))
+    fsspec.filesystem("memory").pipe_file(f"/real/{name}", real_trace(name).read_bytes())
+    remote = load(f"memory://real/{name}", progress=False)
+    assert remote.summary == local.summary
+    for table in ("ops", "kernels", "steps", "streams", "findings"):
+        pd.testing.assert_frame_equal(getattr(remote, table), getattr(local, table))
+
+
+def test_a_file_url_folder_and_an_http_url_trace(job):
+    """``file://`` (fsspec's local file system) and ``http://`` (a server started here) load as the path does."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_url = load(job.as_uri(), workers=1, progress=False)
+        by_path = load(str(job), workers=1, progress=False)
+    pd.testing.assert_frame_equal(by_url.table, by_path.table)
+    assert all(e.path.startswith("file://") for e in by_url._entries)  # fetched by URL, not by path
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # no request lines on stderr
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(job)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/rank6.pt.trace.json.gz"
+        remote = load(url, progress=False)
+    finally:
+        server.shutdown()
+    local = Profile.from_file(job / "rank6.pt.trace.json.gz")
+    for table in ("ops", "kernels", "steps"):
+        pd.testing.assert_frame_equal(getattr(remote, table), getattr(local, table))
