@@ -96,6 +96,32 @@ def test_tensor_cores_column_is_in_the_catalog():
     assert sum(v == "yes" for v in labels.values()) > 50 and sum(v == "no" for v in labels.values()) > 50
 
 
+#: GEMM/conv kernel names no trace here holds, quoted from public profiles and docs (cuBLAS on Volta,
+#: Ampere and Hopper, CUTLASS sm75/sm80, cuBLAS's fp32 xmma kernel with TF32 off, cuDNN's fp32 implicit
+#: convolution), labelled by hand.
+PUBLIC_NAMES = [
+    ("volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", "yes"),
+    ("volta_h884gemm_128x128_ldg8_mods_nt", "yes"),
+    ("ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn", "yes"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_32x6_tn_align8>(T1::Params)", "yes"),
+    ("void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_256x128_nn_align1>"
+     "(cutlass_75_tensorop_f16_s1688gemm_f16_256x128_nn_align1::Params)", "yes"),
+    ("nvjet_sm90_hsh_16x64_64x16_4x1_v_bz_TNN", "yes"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x64x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4", "no"),
+    ("void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>"
+     "(int, int, int, float const*, int, float*, float const*, kernel_conv_params, unsigned long long, int, "
+     "float, float, int, float const*, float const*, bool, int, int)", "no"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize256x64", ""),  # cut short: the name no longer tells
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "label"), PUBLIC_NAMES)
+def test_tensor_cores_on_public_kernel_names(name, label):
+    from jupyter_torchprof.analysis.names import describe_kernel
+
+    assert describe_kernel(name).tensor_cores == label
+
+
 # ---------------------------------------------------------------- GEMM names in words
 
 
