@@ -377,7 +377,7 @@ def test_every_real_trace_at_a_url_gives_the_tables_of_the_file(name):
 
 
 def test_a_file_url_folder_and_an_http_url_trace(job):
-    """``file://`` (fsspec's local file system) and ``http://`` (a server started here) load as the path does."""
+    """``file://`` (the local path it names) and ``http://`` (a server started here) load as the path does."""
     import functools
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -386,7 +386,9 @@ def test_a_file_url_folder_and_an_http_url_trace(job):
         by_url = load(job.as_uri(), workers=1, progress=False)
         by_path = load(str(job), workers=1, progress=False)
     pd.testing.assert_frame_equal(by_url.table, by_path.table)
-    assert all(e.path.startswith("file://") for e in by_url._entries)  # fetched by URL, not by path
+    # the path it names, read as a path is (no copy; the reader's rules for local files hold)
+    assert [e.path for e in by_url._entries] == [e.path for e in by_path._entries]
+    assert by_url.tables(0)["ops"].equals(by_path.tables(0)["ops"])
 
     class Quiet(SimpleHTTPRequestHandler):
         def log_message(self, *args):  # no request lines on stderr
@@ -402,3 +404,30 @@ def test_a_file_url_folder_and_an_http_url_trace(job):
     local = Profile.from_file(job / "rank6.pt.trace.json.gz")
     for table in ("ops", "kernels", "steps"):
         pd.testing.assert_frame_equal(getattr(remote, table), getattr(local, table))
+
+
+def test_a_pipe_in_a_store_is_never_opened(tmp_path):
+    """A store may list a pipe (fsspec's ``local://``): named, it is one clear line; in a folder, not a trace."""
+    import shutil
+
+    pipe = tmp_path / "rank9.pt.trace.json"
+    os.mkfifo(pipe)
+    shutil.copy(real_trace("cpu_only.pt.trace.json.gz"), tmp_path / "rank0.pt.trace.json.gz")
+    outcome: dict[str, object] = {}
+
+    def attempt() -> None:  # a thread, so that a regression that opens the pipe fails instead of hanging
+        try:
+            load(f"local://{pipe}", progress=False)
+        except TraceError as exc:
+            outcome["error"] = str(exc)
+        outcome["folder"] = load(f"local://{tmp_path}", progress=False)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "load() blocked on a pipe"
+    assert (
+        outcome["error"] == f"local://{pipe}: is not a regular file (a pipe or a device); refusing to read it"
+    )
+    folder = outcome["folder"]
+    assert isinstance(folder, Profile) and folder.name == "rank0.pt.trace.json.gz"

@@ -27,11 +27,12 @@ def load(
 ) -> Profile | RankSet:
     """Load a trace file, or a folder of traces (see `trace.files`), from a path or a URL.
 
-    A URL (``s3://``, ``gs://``, ``http(s)://``, ``file://``, any fsspec
-    protocol) is read through fsspec, with ``storage_options`` (endpoint_url,
+    A URL (``s3://``, ``gs://``, ``http(s)://``, any fsspec protocol) is
+    read through fsspec, with ``storage_options`` (endpoint_url,
     anon, key ...) given to its file system (see `remote_load`): a folder's
     ranks are then fetched where they are parsed (each Dask worker reads its
-    own), and no table cache is ever written to the store.
+    own), and no table cache is ever written to the store. A ``file://``
+    URL is loaded as the local path it names.
 
     A run folder of the store (``.torchprof/runs/<id>``) opens from the
     tables kept beside its trace (`results.cache`) when they are current:
@@ -52,12 +53,15 @@ def load(
     from .profile import Profile
 
     if isinstance(path, str) and "://" in path:
-        from ..trace.remote import is_url
+        from ..trace.remote import is_url, local_path
 
         if is_url(path):
-            from .remote_load import load_url
+            local = local_path(path)
+            if local is None:
+                from .remote_load import load_url
 
-            return load_url(path, name, client, workers, storage_options)
+                return load_url(path, name, client, workers, storage_options)
+            path = local  # file://: a local path, with every rule of one
     p = Path(path).expanduser()
     if not p.exists():
         raise TraceError(p, "no such file or folder")

@@ -9,7 +9,8 @@ A trace at a URL is copied, as it streams in, to a private temporary file
 and the parser's later re-reads of the file (launch flows on demand) then
 work unchanged, and the trace is never held whole in memory on its way in.
 The copy is abandoned as soon as it passes the trace size limit
-(`reader.default_max_bytes`). Device traces written beside a Kineto trace
+(`reader.default_max_bytes`); only what the store calls a file is read.
+A ``file://`` URL is a local path (`local_path`) and is loaded as one. Device traces written beside a Kineto trace
 (XPlane, Neuron) are read from local folders only.
 
 Nothing is ever written to the store: the table cache a run folder keeps
@@ -62,6 +63,19 @@ def is_url(path: Any) -> bool:
     return isinstance(path, str) and _URL.match(path) is not None
 
 
+def local_path(url: str) -> Path | None:
+    """The local path a ``file://`` URL names (read as any path is, fsspec not needed); None for other URLs."""
+    from urllib.parse import unquote, urlsplit
+    from urllib.request import url2pathname
+
+    if not url.lower().startswith("file://"):
+        return None
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise TraceError(url, f"a file:// URL of another host ({parts.netloc}) cannot be read here")
+    return Path(url2pathname(unquote(parts.path)))
+
+
 def _protocol(url: str) -> str:
     return url.split("://", 1)[0].split("::")[-1].lower()
 
@@ -111,13 +125,19 @@ def _store_error(url: str, exc: Exception) -> TraceError:
 
 
 def kind_of(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """``"file"`` or ``"directory"``: what ``url`` names in its store."""
+    """``"file"`` or ``"directory"``: what ``url`` names in its store.
+
+    Raises `TraceError` for anything else (a pipe or a device a store may
+    expose would block or never end).
+    """
     fs, path = filesystem(url, storage_options)
     try:
-        info = fs.info(path)
+        kind = fs.info(path).get("type")
     except Exception as exc:  # any store's error: one line, never a traceback of its client
         raise _store_error(url, exc) from None
-    return "directory" if info.get("type") == "directory" else "file"
+    if kind not in ("file", "directory"):
+        raise TraceError(url, "is not a regular file (a pipe or a device); refusing to read it")
+    return kind
 
 
 @dataclass(frozen=True, order=True)
@@ -125,7 +145,7 @@ class _StorePath:
     """A file or folder of a store, with the few `Path` methods `files.find_traces` uses."""
 
     path: str
-    directory: bool
+    kind: str  # "file", "directory", or what else the store says (never read)
     fs: Any = field(compare=False, repr=False)
 
     @property
@@ -133,10 +153,10 @@ class _StorePath:
         return PurePosixPath(self.path.rstrip("/")).name
 
     def is_file(self) -> bool:
-        return not self.directory
+        return self.kind == "file"
 
     def is_dir(self) -> bool:
-        return self.directory
+        return self.kind == "directory"
 
     def iterdir(self) -> Iterator[_StorePath]:
         try:
@@ -147,7 +167,7 @@ class _StorePath:
         for e in entries:
             name = str(e.get("name", "")).rstrip("/")
             if name and name != here:
-                yield _StorePath(name, e.get("type") == "directory", self.fs)
+                yield _StorePath(name, str(e.get("type")), self.fs)
 
 
 def folder_urls(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
@@ -156,7 +176,7 @@ def folder_urls(url: str, storage_options: dict[str, Any] | None = None) -> list
 
     fs, root = filesystem(url, storage_options)
     root = root.rstrip("/")
-    found = find_traces(_StorePath(root, True, fs))  # type: ignore[arg-type]
+    found = find_traces(_StorePath(root, "directory", fs))  # type: ignore[arg-type]
     base = url.rstrip("/")
     return [f"{base}/{f.path[len(root) :].lstrip('/')}" for f in found]
 
