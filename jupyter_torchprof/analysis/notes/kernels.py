@@ -8,10 +8,10 @@ Each rule reads the trace through a `base.NoteContext` and returns
 
 from __future__ import annotations
 
-from ...trace import categories as K
 from ..names import TRITON_KINDS, describe_kernel
 from . import kernels_gemm, kernels_launch
 from .base import KERNELS, Annotation, Hit, NoteContext
+from .kernel_rows import first_call
 
 TRITON_FUSED = Annotation(
     "triton-fused",
@@ -29,11 +29,11 @@ TRITON_FUSED = Annotation(
 
 def triton_fused(ctx: NoteContext) -> list[Hit]:
     """Inductor's Triton kernels, named by the ops they fused."""
-    rows = ctx.rows_of_kind(K.KERNEL)
-    seen: dict[str, int] = {}
-    for row, name in zip(rows, ctx.names[rows], strict=True):
-        if name not in seen and describe_kernel(name).fused_ops and str(name).startswith("triton_"):
-            seen[name] = int(row)
+    seen = {
+        name: row
+        for name, row in first_call(ctx).items()
+        if name.startswith("triton_") and describe_kernel(name).fused_ops
+    }
     return [
         Hit(
             KERNELS,

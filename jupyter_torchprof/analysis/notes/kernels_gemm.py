@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from ...trace import categories as K
 from ..names import describe_kernel
 from ..tensor_cores import NO, YES, tensor_cores
 from .base import KERNELS, Annotation, Hit, NoteContext
+from .kernel_rows import first_call
 
 GEMM_LAYOUT = Annotation(
     "gemm-layout",
@@ -78,19 +78,10 @@ def _instruction(name: str) -> str:
     return ""
 
 
-def _kernel_names(ctx: NoteContext) -> dict[str, int]:
-    """Each distinct kernel name and the row of its first call."""
-    rows = ctx.rows_of_kind(K.KERNEL)
-    first: dict[str, int] = {}
-    for row, name in zip(rows.tolist(), ctx.names[rows].tolist(), strict=True):
-        first.setdefault(str(name), row)
-    return first
-
-
 def gemm_layout(ctx: NoteContext) -> list[Hit]:
     """GEMMs whose layout letters say an operand is read transposed."""
     hits = []
-    for name, row in _kernel_names(ctx).items():
+    for name, row in first_call(ctx).items():
         layout = describe_kernel(name).layout
         if len(layout) == 2 and "t" in layout:
             a, b = (_LETTER[c] for c in layout)
@@ -102,7 +93,7 @@ def gemm_layout(ctx: NoteContext) -> list[Hit]:
 def gemm_cores(ctx: NoteContext) -> list[Hit]:
     """Matrix kernels whose names say tensor cores, or say the ordinary cores."""
     hits = []
-    for name, row in _kernel_names(ctx).items():
+    for name, row in first_call(ctx).items():
         described = describe_kernel(name)
         said = tensor_cores(name, described.family)
         precision = described.precision or ""
@@ -129,7 +120,7 @@ def gemm_tile(ctx: NoteContext) -> list[Hit]:
     """GEMM/convolution kernels whose names give their output tile, with the blocks the launch had."""
     hits = []
     grids = ctx.events["grid"].astype(object).to_numpy() if "grid" in ctx.events else None
-    for name, row in _kernel_names(ctx).items():
+    for name, row in first_call(ctx).items():
         described = describe_kernel(name)
         if not described.tile or described.family.lower() not in ("gemm", "convolution"):
             continue

@@ -22,6 +22,7 @@ import numpy as np
 from ...trace import categories as K
 from ..occupancy import DEFAULT_SHARED_PER_BLOCK, not_estimated
 from .base import KERNELS, Annotation, Hit, NoteContext
+from .kernel_rows import calls_per_name, first_call, matching
 
 OCCUPANCY_NOT_ESTIMATED = Annotation(
     "occupancy-not-estimated",
@@ -89,27 +90,24 @@ def occupancy_not_estimated(ctx: NoteContext) -> list[Hit]:
 
 
 def flash_low_occupancy(ctx: NoteContext) -> list[Hit]:
-    """Flash-attention kernels that carry an occupancy figure (estimated or not)."""
+    """Flash / memory-efficient attention kernels that carry an occupancy figure (estimated or not)."""
     rows = ctx.rows_of_kind(K.KERNEL)
-    has_figure = ~np.isnan(_column(ctx, "occupancy")[rows])
-    hits: dict[str, Hit] = {}
-    for row in rows[has_figure].tolist():
-        name = str(ctx.names[row])
-        if name not in hits and _FLASH.search(name):
-            hits[name] = Hit(KERNELS, name, FLASH_OCCUPANCY.id, event=row)
-    return list(hits.values())
+    rows = rows[~np.isnan(_column(ctx, "occupancy")[rows])]
+    return [
+        Hit(KERNELS, name, FLASH_OCCUPANCY.id, event=row)
+        for name, row in first_call(ctx, rows).items()
+        if _FLASH.search(name)
+    ]
 
 
 def adaptive_launch(ctx: NoteContext) -> list[Hit]:
     """Kernels whose launch came right after an occupancy query in the same op on the same thread."""
     runtime = ctx.rows_of_kind(K.RUNTIME)
-    names = ctx.names[runtime].astype(str)
-    query = np.array([bool(_OCCUPANCY_QUERY.match(n)) for n in names], dtype=bool)
-    launch = np.array([bool(_LAUNCH.search(n)) for n in names], dtype=bool)
-    keep = runtime[query | launch]
-    if not query.any() or not len(keep):
+    query = matching(ctx, runtime, _OCCUPANCY_QUERY)
+    if not query.any():
         return []
-    is_query = query[query | launch]
+    either = query | matching(ctx, runtime, _LAUNCH)
+    keep, is_query = runtime[either], query[either]
     parent = ctx.parent[keep]
     tid = ctx.events["tid"].to_numpy()[keep]
     order = np.lexsort((ctx.events["ts"].to_numpy()[keep], tid, parent))
@@ -117,26 +115,18 @@ def adaptive_launch(ctx: NoteContext) -> list[Hit]:
     # A launch is adaptive when the call before it, in the same op and thread, was a query.
     same = np.r_[False, (parent[1:] == parent[:-1]) & (tid[1:] == tid[:-1])]
     adaptive = ~is_query & np.r_[False, is_query[:-1]] & same
-    configured = {int(r) for r in keep[adaptive]}
     kernels = ctx.rows_of_kind(K.KERNEL)
-    counts: dict[str, list[int]] = {}
-    for row in kernels.tolist():
-        name = str(ctx.names[row])
-        slot = counts.setdefault(name, [0, 0, -1])
-        slot[1] += 1
-        if int(ctx.launch[row]) in configured:
-            slot[0] += 1
-            if slot[2] < 0:
-                slot[2] = row
+    configured = np.isin(ctx.launch[kernels], keep[adaptive])
+    first = first_call(ctx, kernels[configured])
     return [
         Hit(
             KERNELS,
             name,
             ADAPTIVE_LAUNCH.id,
             f"launch configured at run time: {n} of {total} launches",
-            first,
+            first[name],
         )
-        for name, (n, total, first) in counts.items()
+        for name, (n, total) in calls_per_name(ctx, kernels, configured).items()
         if n
     ]
 
