@@ -101,3 +101,33 @@ def test_per_stream_breakdown_equals_hta(profiles, name, tmp_path):
     for stream, row in ours.iterrows():
         # HTA rounds what it returns to 0.01 us.
         assert row.to_numpy() == pytest.approx(theirs.loc[stream].to_numpy(), abs=0.02), (stream, row)
+
+
+#: Traces with steps (or a whole recording) whose device work all ran on one stream.
+ONE_STREAM = [
+    "gp100_sgd_step_user_annotation.pt.trace.json.gz",
+    "mi250_rocm_train.pt.trace.json.gz",
+    "triton_kernel.pt.trace.json.gz",
+    "v100_ddp_ns_timestamps.pt.trace.json.gz",
+]
+
+
+@pytest.mark.parametrize("name", ONE_STREAM)
+def test_a_step_on_one_stream_reads_as_hta_reads_that_stream(profiles, name):
+    """Where a step's work ran on one stream, the device-level causes are HTA's for that stream
+    over the same work (the per-stream code is the one held equal to HTA above)."""
+    p = profiles[name]
+    ev = p.parsed_events
+    act = activity_rows(ev)
+    stream = ev["stream"].to_numpy()[act]
+    compared = 0
+    for pos, row in p.idle_breakdown.iterrows():
+        whole = row["step"] == B.WHOLE_TRACE
+        mine = np.ones(len(act), dtype=bool) if whole else p._device_steps == pos
+        if not mine.any():
+            continue
+        assert len(set(stream[mine].tolist())) == 1, row["label"]
+        (hta_row,) = B.stream_idle(B.stream_gaps(ev, p._links, act[mine]))
+        assert list(row[CAUSES]) == pytest.approx(list(hta_row[2:5]), abs=1e-6), (row["label"], hta_row)
+        compared += 1
+    assert compared
