@@ -288,6 +288,12 @@ def test_a_memory_folder_follows_the_local_folder_rules(tmp_path):
     fs.pipe_file("/one/only.json.gz", other)
     single = load("memory://one/", progress=False)
     assert isinstance(single, Profile) and single.name == "only.json.gz"
+    # plain JSON is told from gzip by its bytes, as for a local file (the name says .gz: it is not)
+    import gzip
+
+    fs.pipe_file("/plain/renamed.pt.trace.json.gz", gzip.decompress(other))
+    plain = load("memory://plain/renamed.pt.trace.json.gz", progress=False)
+    pd.testing.assert_frame_equal(plain.ops, Profile.from_file(real_trace("cpu_only.pt.trace.json.gz")).ops)
 
 
 def _run_blocked(blocked: str, code: str) -> subprocess.CompletedProcess:
