@@ -193,3 +193,25 @@ def test_cpu_run_has_no_pct_and_no_note():
     ops = profile.op_table(flops=True)
     assert "peak_pct" not in ops or ops["peak_pct"].isna().all()
     assert not [n for n in profile.notes if n.startswith("% of peak")]
+
+
+def test_a_reopened_run_draws_its_roofline_without_parsing(tmp_path, monkeypatch):
+    from test_table_cache import no_parse, run_folder
+
+    from jupyter_torchprof.results import cache
+    from jupyter_torchprof.store import TRACE_NAME
+    from jupyter_torchprof.views.roofline import roofline_points, unavailable_reason
+
+    folder = run_folder(tmp_path, real_trace(A100))
+    load(folder)  # parses, and keeps the tables beside the trace
+    fresh = load(str(folder / TRACE_NAME))
+    with monkeypatch.context() as mp:
+        no_parse(mp)
+        again = load(folder)
+        assert isinstance(again, cache.CachedProfile)
+        assert again.peaks == fresh.peaks == hardware.A100_40GB_SXM
+        assert unavailable_reason(again) == ""
+        import pandas as pd
+
+        pd.testing.assert_frame_equal(roofline_points(again), roofline_points(fresh))
+    assert "_data" not in again.__dict__

@@ -279,12 +279,15 @@ class Profile:
 
         The device that ran the most kernel time when the trace names several.
         """
-        ev = self._data.events
-        kernels = K.kind_mask(ev, (K.KERNEL,))
+        return self._device_peaks(self.kernels)
+
+    def _device_peaks(self, kernels: pd.DataFrame) -> hardware_mod.DevicePeaks | None:
+        # From the kernel table, not the events: a profile reopened from its
+        # table cache has the one and not the other (no parse to open a page).
         busiest = None
-        if kernels.any() and "device" in ev:
-            dev = pd.to_numeric(pd.Series(ev["device"].to_numpy()[kernels]), errors="coerce")
-            time = pd.Series(ev["dur"].to_numpy()[kernels]).groupby(dev.to_numpy()).sum()
+        if len(kernels) and "devices" in kernels:
+            first = pd.to_numeric(kernels["devices"].astype(str).str.split(",").str[0], errors="coerce")
+            time = kernels["total_us"].groupby(first.to_numpy()).sum()
             busiest = int(time.idxmax()) if len(time) else None
         return hardware_mod.device_peaks(self.meta.device_properties, busiest)
 
@@ -305,9 +308,11 @@ class Profile:
             )
         return achieved_mod.op_precisions(self._data.events, self._estimates, shares, kernel_precision)
 
-    def _peaks_noted(self, estimated: bool) -> hardware_mod.DevicePeaks | None:
-        """`peaks`; when a traced device has estimates but no peaks, the profile's notes say so once."""
-        peaks = self.peaks
+    def _peaks_noted(
+        self, estimated: bool, kernels: pd.DataFrame | None = None
+    ) -> hardware_mod.DevicePeaks | None:
+        """`peaks` (of ``kernels`` while the kernel table is being made); an unknown device with estimates gets a note, once."""
+        peaks = self.peaks if kernels is None else self._device_peaks(kernels)
         if peaks is None and estimated and self.summary["device_traced"] and self.meta.device_properties:
             note = achieved_mod.peak_note(str(self.meta.device_properties[0].get("name") or ""))
             if note not in self._notes:
@@ -392,7 +397,7 @@ class Profile:
                 self._data.events,
                 shares,
                 None if keep is None else rows[keep],
-                self._peaks_noted(True),
+                self._peaks_noted(True, table),
             )
         return self._with_notes(table, notes_mod.KERNELS)
 
