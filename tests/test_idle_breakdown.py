@@ -131,3 +131,24 @@ def test_a_step_on_one_stream_reads_as_hta_reads_that_stream(profiles, name):
         assert list(row[CAUSES]) == pytest.approx(list(hta_row[2:5]), abs=1e-6), (row["label"], hta_row)
         compared += 1
     assert compared
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_per_step_stream_rows_add_up_to_the_streams_over_the_steps_work(profiles, name):
+    """Profile.idle_by_stream: a stream's rows over the steps are its gaps before the steps' work."""
+    p = profiles[name]
+    by_stream = p.idle_by_stream
+    if len(p.steps):
+        rows = by_stream[by_stream["step"] != B.WHOLE_TRACE]
+        assert set(rows["step"]) <= set(p.steps["step"])
+        mine = np.flatnonzero(p._device_steps >= 0)
+    else:
+        rows = by_stream
+        mine = None
+    assert np.allclose(rows[CAUSES].sum(axis=1), rows["idle_us"])
+    gaps = B.stream_gaps(p.parsed_events, p._links, activity_rows(p.parsed_events))
+    want = {(d, s): vals for d, s, *vals in B.stream_idle(gaps, mine)}
+    got = rows.groupby(["device", "stream"])[CAUSES].sum()
+    assert set(got.index) == set(want)
+    for key, vals in want.items():
+        assert list(got.loc[key]) == pytest.approx(vals[:3], abs=1e-6), key

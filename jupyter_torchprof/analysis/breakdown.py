@@ -128,13 +128,19 @@ def _device_idle_causes(s: np.ndarray, e: np.ndarray, launch_ts: np.ndarray) -> 
 
 
 def _groups(steps: pd.DataFrame, owner: np.ndarray) -> list[tuple[int, bool, str, np.ndarray]]:
-    """(step, counted, label, activity mask) of each row: the steps, and the recording when none counts."""
+    """(step, counted, label, activity positions) of each row: the steps, and the recording when none counts.
+
+    Positions come from one sort of ``owner``, so the cost follows the
+    number of activities, not steps times activities.
+    """
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(len(steps) + 1))
     rows = [
-        (int(s), bool(c), f"ProfilerStep#{int(s)}", owner == i)
+        (int(s), bool(c), f"ProfilerStep#{int(s)}", order[bounds[i] : bounds[i + 1]])
         for i, (s, c) in enumerate(zip(steps["step"], steps["counted"], strict=True))
-    ] if len(steps) else []  # fmt: skip
+    ]
     if counted_steps(steps).empty:
-        rows.append((WHOLE_TRACE, True, "whole trace", np.ones(len(owner), dtype=bool)))
+        rows.append((WHOLE_TRACE, True, "whole trace", np.arange(len(owner))))
     return rows
 
 
@@ -148,9 +154,9 @@ def kernel_families(events: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray
     end = start + events["dur"].to_numpy()[act]
     fam = activity_families(events, act)
     out = []
-    for step, counted, label, mask in _groups(steps, owner):
-        share = busy_shares(start[mask], end[mask])
-        per = np.bincount(fam[mask], weights=share, minlength=len(FAMILIES))
+    for step, counted, label, mine in _groups(steps, owner):
+        share = busy_shares(start[mine], end[mine])
+        per = np.bincount(fam[mine], weights=share, minlength=len(FAMILIES))
         out.append((step, counted, label, *per.tolist(), float(per.sum())))
     cols = ["step", "counted", "label", *FAMILY_COLUMNS.values(), "busy_us"]
     return _typed(pd.DataFrame(out, columns=cols))
@@ -174,8 +180,8 @@ def idle_breakdown(
     end = start + events["dur"].to_numpy()[act]
     launch_ts = launch_starts(events, links, act)
     out = []
-    for step, counted, label, mask in _groups(steps, owner):
-        per = _device_idle_causes(start[mask], end[mask], launch_ts[mask])
+    for step, counted, label, mine in _groups(steps, owner):
+        per = _device_idle_causes(start[mine], end[mine], launch_ts[mine])
         out.append((step, counted, label, *per.tolist(), float(per.sum())))
     cols = ["step", "counted", "label", *IDLE_CAUSES.values(), "idle_us"]
     return _typed(pd.DataFrame(out, columns=cols))
@@ -223,16 +229,20 @@ def stream_gaps(events: pd.DataFrame, links: pd.DataFrame, rows: np.ndarray) -> 
     return StreamGaps(device, stream, gap, has_gap, cause)
 
 
-def stream_idle(gaps: StreamGaps, mask: np.ndarray | None = None) -> list[tuple]:
-    """(device, stream, µs per cause ..., total) of each stream among the gaps ``mask`` selects."""
-    if mask is None:
-        mask = np.ones(len(gaps.gap), dtype=bool)
-    out = []
-    for d, s in sorted(set(zip(gaps.device[mask].tolist(), gaps.stream[mask].tolist(), strict=True))):
-        m = mask & gaps.has_gap & (gaps.device == d) & (gaps.stream == s)
-        per = np.bincount(gaps.cause[m], weights=gaps.gap[m], minlength=len(IDLE_CAUSES))
-        out.append((d, s, *per.tolist(), float(per.sum())))
-    return out
+def stream_idle(gaps: StreamGaps, mine: np.ndarray | None = None) -> list[tuple]:
+    """(device, stream, µs per cause ..., total) of each stream among the activities ``mine`` (positions)."""
+    if mine is None:
+        mine = np.arange(len(gaps.gap))
+    if not len(mine):
+        return []
+    pairs, inv = np.unique(
+        np.stack([gaps.device[mine], gaps.stream[mine]], axis=1), axis=0, return_inverse=True
+    )
+    inv = inv.reshape(-1)
+    keep = gaps.has_gap[mine]
+    per = np.zeros((len(pairs), len(IDLE_CAUSES)))
+    np.add.at(per, (inv[keep], gaps.cause[mine][keep]), gaps.gap[mine][keep])
+    return [(int(d), int(s), *p.tolist(), float(p.sum())) for (d, s), p in zip(pairs, per, strict=True)]
 
 
 def idle_by_stream(
@@ -247,8 +257,8 @@ def idle_by_stream(
     gaps = stream_gaps(events, links, activity_rows(events))
     out = [
         (step, counted, label, *row)
-        for step, counted, label, mask in _groups(steps, owner)
-        for row in stream_idle(gaps, mask)
+        for step, counted, label, mine in _groups(steps, owner)
+        for row in stream_idle(gaps, mine)
     ]
     cols = ["step", "counted", "label", "device", "stream", *IDLE_CAUSES.values(), "idle_us"]
     return _typed(pd.DataFrame(out, columns=cols))
