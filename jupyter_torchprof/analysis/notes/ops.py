@@ -3,15 +3,24 @@
 Each rule reads the trace through a `base.NoteContext` and returns
 `base.Hit` rows keyed by op name. A rule fires on an op name only when
 every call of it shows the pattern, so that a note never speaks for the
-calls it was not true of.
+calls it was not true of (or says "in N of M calls").
+
+The rules by subject live in ``ops_*.py`` (GEMM bias and launch sizing,
+attention, the profiler's own rows, compiled code, copies made by
+out-of-place ops); this module holds the view rule and the registry.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...trace import categories as K
 from .base import OPS, Annotation, Hit, NoteContext
+from .ops_attention import ATTENTION_ANNOTATIONS, ATTENTION_RULES
+from .ops_common import children, name_mask, verdicts
+from .ops_compiled import COMPILED_ANNOTATIONS, COMPILED_RULES
+from .ops_copies import COPY_ANNOTATIONS, COPY_RULES
+from .ops_gemm import GEMM_ANNOTATIONS, GEMM_RULES
+from .ops_profiler import PROFILER_ANNOTATIONS, PROFILER_RULES
 
 #: Ops that only make a new view of their input's storage (new sizes,
 #: strides or offset); ``reshape``/``contiguous`` copy when they must, which
@@ -47,6 +56,14 @@ METADATA_OPS = frozenset(
     }
 )
 
+METADATA_NO_COPY = Annotation(
+    "metadata-only-host",
+    OPS,
+    "metadata only: no copy",
+    "The op makes a new view of its input: new sizes, strides or offset over the same memory. None of its "
+    "calls ran a copying op under it. This run traced the host only, so whether it launched device work is "
+    "not known here; its time is host bookkeeping (dispatch and creating the tensor object).",
+)
 METADATA_ONLY = Annotation(
     "metadata-only",
     OPS,
@@ -58,29 +75,31 @@ METADATA_ONLY = Annotation(
 
 
 def metadata_only(ctx: NoteContext) -> list[Hit]:
-    """Views (`METADATA_OPS`) none of whose calls launched device work or called a copying op."""
-    names = ctx.names
-    ops = ctx.rows_of_kind(K.CPU_OP)
-    candidate = np.zeros(len(names), dtype=bool)
-    candidate[ops] = [n in METADATA_OPS for n in names[ops]]
-    if not candidate.any():
+    """Views (`METADATA_OPS`) none of whose calls launched device work or called a copying op.
+
+    On a host-only run "launched nothing" cannot be read; the note then
+    says only what the call tree shows: no copy.
+    """
+    candidate = name_mask(ctx, METADATA_OPS.__contains__)
+    rows = np.flatnonzero(candidate)
+    if not len(rows):
         return []
-    spoiled = candidate & ctx.launches_work
+    spoiled = candidate & ctx.launches_work if ctx.device_traced else np.zeros(len(candidate), dtype=bool)
     # A call with a child op that is not itself a view did real work (reshape -> clone -> copy_).
-    children = ops[ctx.parent[ops] >= 0]
-    parents = ctx.parent[children]
-    real_child = candidate[parents] & ~candidate[children]
-    spoiled[parents[real_child]] = True
-    good: dict[str, int] = {}
-    bad: set[str] = set()
-    for row in np.flatnonzero(candidate):
-        name = names[row]
-        if spoiled[row]:
-            bad.add(name)
-        else:
-            good.setdefault(name, int(row))
-    return [Hit(OPS, name, METADATA_ONLY.id, event=row) for name, row in good.items() if name not in bad]
+    kids, parents = children(ctx, rows)
+    spoiled[parents[~candidate[kids]]] = True
+    good = {name: first for name, first, n_ok, n in verdicts(ctx, rows, ~spoiled[rows]) if n_ok == n}
+    note = METADATA_ONLY if ctx.device_traced else METADATA_NO_COPY
+    return [Hit(OPS, name, note.id, event=row) for name, row in good.items()]
 
 
-OP_ANNOTATIONS: tuple[Annotation, ...] = (METADATA_ONLY,)
-OP_RULES = (metadata_only,)
+OP_ANNOTATIONS: tuple[Annotation, ...] = (
+    METADATA_ONLY,
+    METADATA_NO_COPY,
+    *GEMM_ANNOTATIONS,
+    *ATTENTION_ANNOTATIONS,
+    *PROFILER_ANNOTATIONS,
+    *COMPILED_ANNOTATIONS,
+    *COPY_ANNOTATIONS,
+)
+OP_RULES = (metadata_only, *GEMM_RULES, *ATTENTION_RULES, *PROFILER_RULES, *COMPILED_RULES, *COPY_RULES)
