@@ -33,14 +33,14 @@ STEPS = 2
 # capture and oracle
 
 
-def capture(step, folder: Path, name: str):
+def capture(step, folder: Path, name: str, shapes: bool = True):
     """``step`` run under torch.profiler (one warm-up, two recorded steps, shapes on), loaded."""
     torch.manual_seed(0)
     step()
     path = folder / f"{name}.pt.trace.json"
     with profile(
         activities=[ProfilerActivity.CPU],
-        record_shapes=True,
+        record_shapes=shapes,
         schedule=schedule(wait=0, warmup=1, active=STEPS),
         on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
     ) as prof:
@@ -203,7 +203,11 @@ CASES = {
 @pytest.fixture(scope="module")
 def cap(tmp_path_factory):
     folder = tmp_path_factory.mktemp("op_notes")
-    return {name: capture(make(), folder, name) for name, make in CASES.items()}
+    out = {name: capture(make(), folder, name) for name, make in CASES.items()}
+    out["handwritten_no_shapes"] = capture(
+        _handwritten(16, 48), folder, "handwritten_no_shapes", shapes=False
+    )
+    return out
 
 
 # --------------------------------------------------------------------------- #
@@ -321,6 +325,9 @@ def test_sdpa_backends_counted_when_calls_differ(cap):
     flash = got.count("aten::_scaled_dot_product_flash_attention_for_cpu")
     text = notes_of(p, "aten::scaled_dot_product_attention")["sdpa-backend"]
     assert f"CPU flash in {flash} of {n} calls" in text and f"math in {n - flash} of {n} calls" in text
+    # the score size speaks for the math calls only
+    scores = notes_of(p, "aten::scaled_dot_product_attention")["attention-scores"]
+    assert scores == f"math path: {_expected_scores(16, 16)} (in {n - flash} of {n} calls)"
 
 
 def _expected_scores(length: int, keys: int, batch_heads: int = 2 * 4, itemsize: int = 4) -> str:
@@ -358,6 +365,13 @@ def test_handwritten_attention_scores_on_softmax(cap):
     soft = [o for o in ops if o["name"] == "aten::softmax"]
     assert soft and all(o["args"]["Input Dims"][0] == [2, 4, 16, 48] for o in soft)
     assert notes_of(p, "aten::softmax") == {"attention-scores": _expected_scores(16, 48)}
+
+
+def test_no_scores_note_without_recorded_shapes(cap):
+    p = cap["handwritten_no_shapes"]
+    soft = [o for o in cpu_ops(p.trace_path) if o["name"] == "aten::softmax"]
+    assert soft and not any("Input Dims" in o["args"] for o in soft)
+    assert "attention-scores" not in ids_anywhere(p)
 
 
 def test_classifier_softmax_gets_no_scores_note(cap):

@@ -78,3 +78,31 @@ def test_linear_bias_and_final_sync_live(tmp_path):
     final = max(syncs, key=lambda e: e["ts"])
     assert not any(encloses(o, final) for o in host)
     assert "profiler-final-sync" in notes_of(p, final["name"])
+
+
+def test_recipe_step_syncs_and_final_sync_live(shell):
+    """%%torchprof synchronises at the end of every step: those calls are the step-closing ones, counted."""
+    shell.run_cell(
+        "import torch\n"
+        "dev = torch.accelerator.current_accelerator()\n"
+        "model = torch.nn.Linear(512, 512).to(dev)\n"
+        "x = torch.randn(256, 512, device=dev)\n"
+    )
+    res = shell.run_cell("%%torchprof --steps 3 -q\nwith torch.no_grad():\n    y = model(x)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    p = shell.user_ns["_torchprof"]
+    ev = x_events(p.trace_path)
+    host = [e for e in ev if e["cat"] in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")]
+    steps = [e for e in host if e["cat"] == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    syncs = [e for e in host if e["name"] in ("cudaDeviceSynchronize", "hipDeviceSynchronize")]
+    name = syncs[0]["name"]
+    closing = 0
+    for step in steps:
+        inside = [e for e in host if e is not step and encloses(step, e)]
+        top = [e for e in inside if not any(encloses(o, e) for o in inside)]
+        last = max(top, key=lambda e: e["ts"])
+        closing += last["name"] == name
+    assert closing == len(steps) == 3
+    got = notes_of(p, name)
+    counted = "" if closing == len(syncs) else f" (in {closing} of {len(syncs)} calls)"
+    assert got["step-end-sync"] == "the step's closing sync (waits for its device work)" + counted
