@@ -1,0 +1,207 @@
+"""The notes on rows as a person meets them: in JupyterLab (Chromium) and in the exported report.
+
+A ``%torchprof --load`` of the real A100 trace. In the Ops table the
+``aten::t`` row's Note chips read what `Profile.ops` says (the oracle, loaded
+here in the test's own process); clicking the row shows each note's
+explanation; "note's event in timeline" opens the timeline on the event that
+showed the note (its time from `Profile.events`); hovering that event's box
+says the note. The report of the same trace, opened offline, shows the note
+in the op table as a link, and following it lands on the explanation under
+"What the notes mean".
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+from labkit import open_notebook, run_all, write_notebook
+from tracefiles import real_trace
+
+from jupyter_torchprof.analysis.notes import SEPARATOR
+
+TRACE = "a100_nccl_rank0.pt.trace.json.gz"
+OP = "aten::t"
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    from jupyter_torchprof import load
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = load(str(real_trace(TRACE)))
+    hits = p.annotations
+    mine = hits[(hits["table"] == "ops") & (hits["key"] == OP)]
+    assert len(mine), f"{OP} has a note in {TRACE}"
+    event = int(mine["event"].iloc[0])
+    ev = p.events
+    note = str(p.ops.loc[p.ops["name"] == OP, "note"].iloc[0])
+    return {
+        "profile": p,
+        "note": note,
+        "whys": mine["why"].tolist(),
+        "ids": mine["id"].tolist(),
+        "ts": float(ev["ts"].iloc[event]),
+        "end": float(ev["ts"].iloc[event] + ev["dur"].iloc[event]),
+        "span": float((ev["ts"] + ev["dur"].fillna(0)).max() - ev["ts"].min()),
+    }
+
+
+# The note chips of each drawn row of the first bokeh table under ``root``,
+# keyed by the row's name (the frozen pane holds the name; rows are joined by
+# their offset).
+_CHIPS_JS = """
+(root) => {
+  const tables = [];
+  const walk = (node) => {
+    for (const el of node.querySelectorAll('*')) {
+      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(root);
+  const visible = tables.filter((t) => t.getBoundingClientRect().width > 0);
+  if (!visible.length) return null;
+  const byTop = new Map();
+  for (const r of visible[0].querySelectorAll('.slick-row')) {
+    const top = r.style.top;
+    const entry = byTop.get(top) || {name: null, chips: []};
+    if (r.closest('.slick-viewport-left') || r.closest('.slick-pane-left')) {
+      entry.name = r.querySelector('.slick-cell').textContent.trim();
+    }
+    for (const c of r.querySelectorAll('.torchprof-note-chip')) {
+      const box = c.getBoundingClientRect();
+      entry.chips.push({text: c.textContent, width: box.width, height: box.height});
+    }
+    byTop.set(top, entry);
+  }
+  return [...byTop.values()].filter((e) => e.name !== null);
+}
+"""
+
+# The timeline under ``root``: its x range, and the screen position of the
+# host box named ``name`` whose middle is in view.
+_TIMELINE_JS = """
+([root, name]) => {
+  const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
+  if (!views.length) return null;
+  const pv = views[0];
+  const model = pv.model;
+  const doc = model.document;
+  const out = {start: model.x_range.start, end: model.x_range.end, at: null};
+  const strings = doc.get_model_by_name('torchprof-strings').data.s;
+  const code = strings.indexOf(name);
+  const d = doc.get_model_by_name('torchprof-host').data;
+  for (let i = 0; i < d.x.length; i++) {
+    const mid = d.x[i] + d.w[i] / 2;
+    if (d.n[i] !== code || d.k[i] !== 1 || mid < out.start || mid > out.end) continue;
+    const rect = pv.canvas_view.el.getBoundingClientRect();
+    out.at = {x: rect.left + pv.frame.x_scale.compute(mid), y: rect.top + pv.frame.y_scale.compute(d.y[i])};
+    break;
+  }
+  return out;
+}
+"""
+
+
+def _views(page):
+    return page.locator(".jp-OutputArea-output .jp-TorchProf-view")
+
+
+def _tab(view, title: str):
+    return view.locator(".jp-TorchProf-tab", has_text=title).first
+
+
+def test_a_note_in_the_table_the_selection_the_timeline_and_its_hover(page, lab, oracle):
+    trace = real_trace(TRACE)
+    write_notebook(
+        lab.root, "notes_load.ipynb", ["%load_ext jupyter_torchprof", f"%torchprof --load {trace}"]
+    )
+    page.set_viewport_size({"width": 1000, "height": 1000})
+    open_notebook(page, lab, "notes_load.ipynb")
+    run_all(page)
+    view = _views(page).first
+    view.wait_for(timeout=90_000)
+
+    # The aten::t row alone (a filter a person types); its chips say what Profile.ops says.
+    view.locator(".jp-TorchProf-filter input").first.fill(f"^{OP}$")
+    deadline = page.evaluate("Date.now()") + 30_000
+    rows = None
+    while page.evaluate("Date.now()") < deadline:
+        rows = page.evaluate(_CHIPS_JS, view.element_handle())
+        if rows and [r["name"] for r in rows] == [OP] and rows[0]["chips"]:
+            break
+        page.wait_for_timeout(250)
+    assert rows and [r["name"] for r in rows] == [OP], rows
+    chips = rows[0]["chips"]
+    assert SEPARATOR.join(c["text"] for c in chips) == oracle["note"]
+    # Drawn as chips a person can read, not a zero-size box.
+    assert all(c["width"] > 20 and 10 <= c["height"] <= 24 for c in chips), chips
+
+    # Clicking the row: the selection line explains each note and names its event.
+    view.locator(".slick-cell", has_text=OP).first.click()
+    selection = view.locator(".jp-TorchProf-selection").first
+    for why in oracle["whys"]:
+        page.wait_for_function(
+            "([el, why]) => el.textContent.includes(why)",
+            arg=[selection.element_handle(), why],
+            timeout=20_000,
+        )
+    assert selection.locator(".jp-TorchProf-note-why").first.is_visible()
+    assert f"seen at: {OP} at" in selection.inner_text()
+
+    # "note's event in timeline": the timeline opens on that event.
+    goto = view.locator(".jp-TorchProf-notegoto").first
+    goto.wait_for(state="visible", timeout=10_000)
+    goto.click()
+    state = None
+    deadline = page.evaluate("Date.now()") + 60_000
+    while page.evaluate("Date.now()") < deadline:
+        state = page.evaluate(_TIMELINE_JS, [view.element_handle(), OP])
+        if state and state["start"] <= oracle["ts"] and oracle["end"] <= state["end"] and state["at"]:
+            break
+        page.wait_for_timeout(250)
+    assert state and state["start"] <= oracle["ts"] <= oracle["end"] <= state["end"], (state, oracle["ts"])
+    assert state["end"] - state["start"] < oracle["span"] / 100, "zoomed in on the event"
+
+    # Hovering the event's box: the tooltip says the note.
+    at = state["at"]
+    assert at is not None, "the event's box is drawn in the window"
+    page.mouse.move(at["x"] - 3, at["y"])
+    page.mouse.move(at["x"], at["y"], steps=3)
+    page.get_by_text(f"note: {oracle['note']}", exact=True).filter(visible=True).first.wait_for(
+        timeout=20_000
+    )
+
+
+def test_the_report_links_each_note_to_its_explanation(page, oracle, tmp_path):
+    report = tmp_path / "notes.html"
+    oracle["profile"].export(report)
+    page.goto(report.as_uri())
+    # The op table's aten::t row shows its note as a link.
+    row = page.locator(
+        "#ops tbody tr", has=page.locator("td.tp-name", has_text=re.compile(rf"^{re.escape(OP)}$"))
+    )
+    assert row.count() == 1
+    link = row.locator("a.tp-note").first
+    assert SEPARATOR.join(row.locator("a.tp-note").all_inner_texts()) == oracle["note"]
+    # "What the notes mean" lists it with its explanation; the link lands there.
+    section = page.locator("#notes-section")
+    assert "What the notes mean" in section.inner_text()
+    link.click()
+    page.wait_for_function(f"() => location.hash === '#note-{oracle['ids'][0]}'", timeout=10_000)
+    target = page.locator(f"#note-{oracle['ids'][0]}")
+    assert target.is_visible()
+    # Scrolled into view and not under the page's sticky bar: what is drawn there is the explanation.
+    on_top = page.evaluate(
+        "(el) => { const r = el.getBoundingClientRect();"
+        " const hit = document.elementFromPoint(r.left + 10, r.top + r.height / 2);"
+        " return r.top >= 0 && r.bottom <= innerHeight && el.contains(hit); }",
+        target.element_handle(),
+    )
+    assert on_top, "the explanation is on screen, not under the navigation bar"
+    explanation = target.locator("xpath=following-sibling::dd[1]")
+    assert explanation.inner_text() == oracle["whys"][0]
+    assert explanation.is_visible()
