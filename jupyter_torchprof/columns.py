@@ -309,7 +309,8 @@ _TIP_EST_FLOPS = (
 )
 _TIP_EST_FLOPS_KERNEL = (
     "the estimated FLOPs of the op holding them, shared among the kernels below it in proportion to their "
-    "device time (copies and memsets get none)"
+    "device time: its GEMM, convolution and attention kernels when it has any (addmm's bias copy gets "
+    "none), else all; copies and memsets get none"
 )
 _TIP_EST_RATE_OP = "Est. FLOPs ÷ the op's device total time (CPU total time when no device was traced)"
 _TIP_EST_RATE_KERNEL = "the kernel's share of Est. FLOPs ÷ its device time"

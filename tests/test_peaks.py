@@ -115,6 +115,17 @@ def _hand_by_call(path: Path, ops=("aten::mm", "aten::addmm", "aten::bmm")):
     return calls
 
 
+def _math(work: list[dict]) -> list[dict]:
+    """The kernels that share a call's FLOPs: its GEMM kernels when it has any (addmm's bias copy,
+    an elementwise copy, does no math), else all its kernels; copies and memsets never."""
+    kernels = [k for k in work if k["cat"] == "kernel"]
+    # cuBLAS: gemm / gemv kernels, split-K's reduction and cuBLASLt's epilogue (bias, activation)
+    gemm = [k for k in kernels if re.search(r"gemm|gemv|splitKreduce|epilogue", k["name"], re.IGNORECASE)]
+    # every kernel under these calls is a GEMM or the bias copy: the rule has nothing else to decide
+    assert all(k in gemm or "direct_copy_kernel" in k["name"] for k in kernels)
+    return gemm or kernels
+
+
 @pytest.fixture(scope="module")
 def a100():
     path = real_trace(A100)
@@ -129,7 +140,7 @@ def test_op_pct_of_peak_by_hand(a100):
     # the precision of most of mm's FLOPs, as their kernels' names tell
     by_precision: dict[str, float] = {}
     for f, work in mm:
-        ks = [k for k in work if k["cat"] == "kernel"]
+        ks = _math(work)
         total = sum(k["dur"] for k in ks)
         for k in ks:
             p = _precision_of_kernel_name(k["name"])
@@ -151,10 +162,10 @@ def test_op_pct_of_peak_by_hand(a100):
 def test_kernel_pct_of_peak_by_hand(a100):
     profile, calls = a100
     name = "ampere_sgemm_128x128_tn"
-    # each launching call's FLOPs shared among its kernels by device time
+    # each launching call's FLOPs shared among its math kernels by device time
     share = dur = 0.0
     for _, f, work in calls:
-        ks = [k for k in work if k["cat"] == "kernel"]  # copies and memsets do no arithmetic: no share
+        ks = _math(work)
         total = sum(k["dur"] for k in ks)
         for k in ks:
             if k["name"] == name:
@@ -215,3 +226,15 @@ def test_a_reopened_run_draws_its_roofline_without_parsing(tmp_path, monkeypatch
 
         pd.testing.assert_frame_equal(roofline_points(again), roofline_points(fresh))
     assert "_data" not in again.__dict__
+
+
+def test_the_bias_copy_gets_no_flops_and_shares_add_up(a100):
+    profile, calls = a100
+    kernels = profile.kernels
+    # addmm's bias copy runs under the GEMM ops but does none of their arithmetic
+    copies = {k["name"] for _, _, work in calls for k in work if "direct_copy_kernel" in k["name"]}
+    assert copies
+    assert (kernels.set_index("name").loc[sorted(copies), "est_flops"] == 0).all()
+    # every estimated FLOP of a call that ran a kernel lands on one of its kernels
+    hand = sum(f for _, f, work in calls if any(k["cat"] == "kernel" for k in work))
+    assert kernels["est_flops"].sum() == pytest.approx(hand, rel=1e-9)

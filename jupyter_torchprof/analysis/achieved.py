@@ -6,9 +6,10 @@ rate is its estimate over its device total time (the kernels of everything
 below it: a convolution's kernels are launched by the ops it calls). A
 kernel gets a share of the estimate of the op holding it (the nearest op at
 or above its launching op that has one), in proportion to its device time
-among that op's kernels; copies and memsets get none (they do no
-arithmetic). The peak that applies is that of the kernel's precision as its
-name tells (`names`: ``sgemm``, ``s16816``, ``Tensile ... fp16``) when it
+among that op's kernels: its math kernels (GEMM, convolution, attention
+families) when it has any, else all of them; copies and memsets get none
+(they do no arithmetic). The peak that applies is that of the kernel's
+precision as its name tells (`names`: ``sgemm``, ``s16816``, ``Tensile ... fp16``) when it
 does, else that of the op's input type (fp32 inputs are taken as fp32, not
 TF32). Nothing here reads a view or a file.
 """
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import categories as K
+from . import categories as C
 from .hardware import DevicePeaks, precision_of_dtype, precision_of_kernel
 
 #: Where the precision that picked a kernel's peak came from (the ``peak_precision`` column says it).
@@ -140,6 +142,20 @@ def _holders(parent: np.ndarray, ops: np.ndarray, has: np.ndarray) -> np.ndarray
         cur = np.where(live & ~found, parent[np.maximum(cur, 0)], -1)
 
 
+#: Kernel families that do an op's arithmetic (`categories.name_family`).
+MATH_FAMILIES = frozenset({C.GEMM, C.CONV, C.ATTENTION})
+
+
+def _math_kernels(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` is a math kernel, classified once per distinct name."""
+    names = events["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = names.cat.categories.to_numpy(object)
+        is_math = np.array([C.name_family(str(c)) in MATH_FAMILIES for c in cats] + [False])
+        return is_math[names.cat.codes.to_numpy()[rows]]
+    return np.array([C.name_family(str(n)) in MATH_FAMILIES for n in names.to_numpy()[rows]], dtype=bool)
+
+
 def kernel_shares(
     events: pd.DataFrame, parent: np.ndarray, op_of_device: np.ndarray, est: pd.DataFrame
 ) -> pd.DataFrame:
@@ -159,9 +175,15 @@ def kernel_shares(
     if not len(kernels):
         return empty
     dur = events["dur"].to_numpy(np.float64)[kernels]
+    # Where an op's kernels include math ones (GEMM, convolution,
+    # attention), they alone share its FLOPs: addmm's bias copy does none.
+    codes, uniq = pd.factorize(holder)
+    math = _math_kernels(events, kernels)
+    has_math = np.bincount(codes, weights=math, minlength=len(uniq)) > 0
+    counted = math | ~has_math[codes]
+    kernels, holder, dur, codes = kernels[counted], holder[counted], dur[counted], codes[counted]
     # Each holder's device time over its kernels, every kernel it launched
     # (not only the counted steps'), so a share does not depend on the step filter.
-    codes, uniq = pd.factorize(holder)
     total = np.bincount(codes, weights=dur, minlength=len(uniq))[codes]
     share = np.divide(dur, total, out=np.zeros(len(dur)), where=total > 0)
     return pd.DataFrame(
