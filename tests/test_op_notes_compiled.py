@@ -89,3 +89,41 @@ def test_eager_run_gets_no_compile_notes(captured):
     names = {e["name"] for e in x_events(p.trace_path)}
     assert not any("Compiled" in n or "TorchDynamo" in n for n in names)
     assert not COMPILE_IDS & ids_anywhere(p)
+
+
+def test_graph_note_quotes_a_kernel_file_under_it():
+    """Where an event under the graph call names its generated source, the note quotes that file.
+
+    Real Triton traces name it on the kernel's op row (``args.kernel_file``,
+    tests/data/kineto/triton_kernel.pt.trace.json.gz); the parser keeps it on
+    device rows only for now, so the rule is checked on a hand-built context.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from jupyter_torchprof.analysis.notes import NoteContext
+    from jupyter_torchprof.analysis.notes.ops_compiled import compiled_graphs
+
+    key = "fab12cdef34567890abcdefghijklmnopqrstuvwxyz012345678"
+    source = "/tmp/torchinductor_user/qa/cqaokwf2bph4egogzevc22vluasiyuui4i54zpemp6knbsggfbuu.py"
+    events = pd.DataFrame(
+        {
+            "name": pd.Categorical(
+                [
+                    "Torch-Compiled Region: 0/0",
+                    f"## Call CompiledFxGraph {key} ##",
+                    "triton_poi_fused_add_cos_sin_0",
+                ]
+            ),
+            "cat": pd.Categorical(["cpu_op", "user_annotation", "cpu_op"]),
+            "kind": pd.Categorical(["cpu_op", "user_annotation", "cpu_op"]),
+            "tid": [1, 1, 1],
+            "ts": [0.0, 10.0, 20.0],
+            "dur": [100.0, 80.0, 30.0],
+            "kernel_file": pd.Categorical([None, None, source]),
+        }
+    )
+    ctx = NoteContext(events, np.array([-1, 0, 1]), np.full(3, -1), np.full(3, -1), False)
+    (hit,) = compiled_graphs(ctx)
+    assert hit.id == "compiled-graph" and hit.event == 1
+    assert hit.text == f"compiled graph {key[:9]}; a kernel's code: {source}"
