@@ -44,9 +44,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TraceError
+from ..trace.remote import is_url
 from .digest import DIGEST_TABLES, PARTS, FailedRank, RankDigest, digest_file, digest_profile
 from .rank_worker import Worker, WorkerDied
 from .remote_rank import digest_source
+
+
+def _digest_here(path: str, parts: tuple[str, ...], storage_options: dict[str, Any] | None) -> Any:
+    """One rank digested in this process: a file as it always was, a URL fetched first (`remote_rank`)."""
+    if is_url(path):
+        return digest_source(path, parts, storage_options)
+    return digest_file(path, parts)
 
 
 def worker_count(n_files: int) -> int:
@@ -299,10 +307,10 @@ def _share_with_pool(
         for kept in _WARM.take(workers):
             threading.Thread(target=_feed, args=(tasks, kept), name="torchprof-ranks", daemon=True).start()
         while here and (i := tasks.take()) is not None:
-            tasks.finish(i, digest_source(paths[i], parts, storage_options))
+            tasks.finish(i, _digest_here(paths[i], parts, storage_options))
         while not tasks.wait():  # no worker could start, or one died: this process parses the rest
             while (i := tasks.take()) is not None:
-                tasks.finish(i, digest_source(paths[i], parts, storage_options))
+                tasks.finish(i, _digest_here(paths[i], parts, storage_options))
         finished = True
     finally:
         if not finished:  # interrupted: no feeder starts another rank, no worker is kept
@@ -352,15 +360,18 @@ def digest_files(
     paths = [str(f) for f in files]  # a URL given as str stays one
     parts = tuple(parts)
     if client is not None:
-        # Only the paths (URLs) and the store's options travel to the workers, never a trace's bytes.
-        futures = client.map(
-            digest_source, paths, [parts] * len(paths), [storage_options] * len(paths), pure=False
-        )
+        if any(is_url(p) for p in paths):
+            # Only the URLs and the store's options travel to the workers, never a trace's bytes.
+            futures = client.map(
+                digest_source, paths, [parts] * len(paths), [storage_options] * len(paths), pure=False
+            )
+        else:
+            futures = client.map(digest_file, paths, [parts] * len(paths), pure=False)
         results = client.gather(futures)
     else:
         n = worker_count(len(paths)) if workers is None else max(1, min(workers, len(paths)))
         if n == 1:
-            results = [digest_source(p, parts, storage_options) for p in paths]
+            results = [_digest_here(p, parts, storage_options) for p in paths]
         else:
             results = _share_with_pool(paths, n - 1 if here else n, here, parts, storage_options)
     digests = [r for r in results if isinstance(r, RankDigest)]
