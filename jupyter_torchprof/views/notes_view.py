@@ -13,6 +13,7 @@ browser by the template's own escaping (``<%- %>``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,11 @@ def row_notes(profile: Profile, table: str, keys: list[str]) -> list[RowNote]:
     return out
 
 
+def why_html(why: str) -> str:
+    """An explanation as markup: escaped, its `backticked` names set as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(why))
+
+
 def row_notes_html(notes: list[RowNote]) -> str:
     """What the selection line adds for ``notes``: each one's text, explanation and triggering event."""
     if not notes:
@@ -101,7 +107,7 @@ def row_notes_html(notes: list[RowNote]) -> str:
         items.append(
             f'<li class="jp-TorchProf-note-item" data-note="{esc(n.id)}">'
             f'<span class="jp-TorchProf-note-chip">{esc(n.text)}</span> '
-            f'<span class="jp-TorchProf-note-why">{esc(n.why)}</span>{seen}</li>'
+            f'<span class="jp-TorchProf-note-why">{why_html(n.why)}</span>{seen}</li>'
         )
     return f'<ul class="jp-TorchProf-notes">{"".join(items)}</ul>'
 
@@ -166,7 +172,7 @@ def explanations_html(profile: Profile, prefix: str = "", heading: str = "") -> 
         rows = f"{rec['rows']} row{'s' if rec['rows'] != 1 else ''}"
         items.append(
             f'<dt id="{esc(note_anchor(rec["id"], prefix))}"><span class="tp-note-text">{esc(rec["note"])}</span> '
-            f"<code>{esc(rec['id'])}</code> · {esc(rows)}</dt><dd>{esc(rec['why'])}</dd>"
+            f"<code>{esc(rec['id'])}</code> · {esc(rows)}</dt><dd>{why_html(rec['why'])}</dd>"
         )
     head = f'<div class="tp-notes-title">{esc(heading)}</div>' if heading else ""
     return f'{head}<dl class="tp-notes">{"".join(items)}</dl>'

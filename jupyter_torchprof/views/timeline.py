@@ -127,6 +127,14 @@ _DEVICE_TOOLTIP = """
 </div>
 """
 
+
+def _tooltip(template: str, has: bool, field: str) -> str:
+    """``template`` without its line of ``field`` when the glyphs do not carry it (bokeh would write ``???``)."""
+    if has:
+        return template
+    return "\n".join(line for line in template.splitlines() if field not in line)
+
+
 _STRINGS_JS = """
 if (format === "note") {
   const notes = strings.data.t || [];
@@ -618,7 +626,7 @@ class Timeline:
         formatters_common = {"@n": strings_hover, "@d": time_hover, "@x": time_hover}
         host_hover = HoverTool(
             renderers=[host_r],
-            tooltips=_HOST_TOOLTIP,
+            tooltips=_tooltip(_HOST_TOOLTIP, self._has_shapes, "@s{"),
             formatters={
                 **formatters_common,
                 "@s": strings_hover,
@@ -629,7 +637,7 @@ class Timeline:
         )
         dev_hover = HoverTool(
             renderers=[dev_r],
-            tooltips=_DEVICE_TOOLTIP,
+            tooltips=_tooltip(_DEVICE_TOOLTIP, self._has_launch, "@g{"),
             formatters={
                 **formatters_common,
                 "@g": strings_hover,
