@@ -17,7 +17,9 @@ Nothing is ever written to the store: the table cache a run folder keeps
 beside its trace (``*.tables.npz``) is written for local run folders only.
 
 A rank folder at a URL is listed with the same rules as a local folder
-(`files.find_traces`), one directory listing per level looked at.
+(`files.find_traces`), one directory listing per level looked at. An
+``http(s)://`` URL names one file (a web server's index page is not a
+folder listing fsspec can be trusted with).
 """
 
 from __future__ import annotations
