@@ -107,3 +107,38 @@ def test_overlapping_streams_split_busy_time_between_families(profiles):
     k = p.kernels
     comm_total = k.loc[k["family"] == C.COMMUNICATION, "total_us"].sum()
     assert 0 < fam.loc[fam["counted"], "communication_us"].sum() < comm_total
+
+
+def _titles(view):
+    return [view.tabs.get_title(i) for i in range(len(view.tabs.children))]
+
+
+def test_steps_tab_is_built_when_first_shown_and_only_for_a_device(profiles):
+    from jupyter_torchprof.views.widget import ProfileView
+
+    cpu = ProfileView(profiles["cpu_only.pt.trace.json.gz"])
+    assert "Steps" not in _titles(cpu)
+    gpu = ProfileView(profiles["v100_ddp_ns_timestamps.pt.trace.json.gz"])
+    assert "Steps" in _titles(gpu) and "Steps" not in gpu.built_pages()
+    gpu.tabs.fill(_titles(gpu).index("Steps"))
+    assert "Steps" in gpu.built_pages()
+    gpu.close()
+    cpu.close()
+
+
+def test_step_chart_stacks_the_tables_parts(profiles):
+    """The figure's bars: one per counted step, a part per family used and idle cause, the tables' values."""
+    from jupyter_torchprof.views.breakdown_chart import build_step_chart
+
+    p = profiles["v100_ddp_ns_timestamps.pt.trace.json.gz"]
+    fig = build_step_chart(p)
+    fam, idle = p.kernel_families, p.idle_breakdown
+    assert list(fig.x_range.factors) == fam.loc[fam["counted"], "label"].tolist()
+    bars = [r for r in fig.renderers if type(r.glyph).__name__ == "VBar"]
+    data = bars[0].data_source.data
+    for r in bars:
+        table = fam if r.name in fam else idle
+        assert list(data[r.name]) == pytest.approx(table.loc[table["counted"], r.name].tolist())
+    assert {r.name for r in bars} == {c for c in FAMILY_COLS if fam[c].sum() > 0} | {
+        c for c in B.IDLE_CAUSES.values() if idle[c].sum() > 0
+    }
