@@ -44,7 +44,9 @@ def note_anchor(note_id: str, prefix: str = "") -> str:
 #: goes through the template's escaping, never in as markup.
 _CHIP_TEMPLATE = (
     '<% if (value) { %><div style="overflow:hidden;text-overflow:ellipsis;white-space:nowrap">'
-    "<% value.split(" + repr(SEPARATOR).replace("'", '"') + ").forEach(function (t) { %>"
+    "<% value.split(" + repr(SEPARATOR).replace("'", '"') + ").forEach(function (t, i) { %>"
+    # The separator, not drawn: a cut cell's tooltip (its text) still reads "a · b".
+    '<% if (i) { %><span style="display:none">' + SEPARATOR + "</span><% } %>"
     '<span class="torchprof-note-chip" style="display:inline-block;margin:2px 4px 0 0;padding:0 6px;'
     "border-radius:8px;font-size:11px;line-height:16px;background:rgba(255,160,0,0.18);"
     'color:var(--jp-ui-font-color1,#333);border:1px solid rgba(255,160,0,0.55)"><%- t %></span>'

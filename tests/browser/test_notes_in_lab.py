@@ -12,9 +12,12 @@ in the op table as a link, and following it lands on the explanation under
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
+from pathlib import Path
 
+import pandas as pd
 import pytest
 from labkit import open_notebook, run_all, write_notebook
 from tracefiles import real_trace
@@ -46,6 +49,14 @@ def oracle():
         "ts": float(ev["ts"].iloc[event]),
         "end": float(ev["ts"].iloc[event] + ev["dur"].iloc[event]),
         "span": float((ev["ts"] + ev["dur"].fillna(0)).max() - ev["ts"].min()),
+        # Each GEMM kernel's Tensor cores cell (the kernel table matches "gemm" in either name).
+        "gemm": {
+            str(s): ("" if pd.isna(t) else str(t))
+            for s, n, t in zip(
+                p.kernels["short_name"], p.kernels["name"], p.kernels["tensor_cores"], strict=True
+            )
+            if "gemm" in str(s).lower() or "gemm" in str(n).lower()
+        },
     }
 
 
@@ -106,6 +117,50 @@ _TIMELINE_JS = """
 """
 
 
+# Headers and drawn rows of the first visible bokeh table under ``root``; a
+# row's cells by SlickGrid's column class (``lN``: null where not drawn). With
+# ``reveal``, first scroll sideways to that column, as a person does.
+_TABLE_JS = """
+([root, reveal]) => {
+  const tables = [];
+  const walk = (node) => {
+    for (const el of node.querySelectorAll('*')) {
+      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(root);
+  const t = tables.find((x) => x.getBoundingClientRect().width > 0);
+  if (!t) return null;
+  const left = (el) => (el.closest('.slick-pane-left') ? 0 : 1);
+  const heads = [...t.querySelectorAll('.slick-header-column')].sort((a, b) => left(a) - left(b));
+  const headers = heads.map((h) => (h.querySelector('.slick-column-name') || h).textContent.trim());
+  if (reveal) {
+    const h = heads[headers.indexOf(reveal)];
+    const vp = [...t.querySelectorAll('.slick-viewport')].find((v) => left(v) === 1 && v.scrollWidth > v.clientWidth);
+    if (h && vp) { vp.scrollLeft = Math.max(0, h.offsetLeft - 40); vp.dispatchEvent(new Event('scroll')); }
+  }
+  const byTop = new Map();
+  for (const r of t.querySelectorAll('.slick-row')) {
+    const top = parseFloat(r.style.top || '0');
+    const cells = byTop.get(top) || headers.map(() => null);
+    for (const c of r.querySelectorAll('.slick-cell')) {
+      const m = [...c.classList].map((k) => /^l(\\d+)$/.exec(k)).find((x) => x);
+      if (m && Number(m[1]) < cells.length) cells[Number(m[1])] = c.textContent;
+    }
+    byTop.set(top, cells);
+  }
+  return {headers, rows: [...byTop.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1])};
+}
+"""
+
+
+def _shot(page, lab, name: str, locator=None) -> None:
+    path = Path(os.environ.get("TORCHPROF_SCREENSHOTS", lab.root.parent / "screenshots"))
+    path.mkdir(parents=True, exist_ok=True)
+    (locator or page).screenshot(path=str(path / f"{name}.png"))
+
+
 def _views(page):
     return page.locator(".jp-OutputArea-output .jp-TorchProf-view")
 
@@ -151,6 +206,7 @@ def test_a_note_in_the_table_the_selection_the_timeline_and_its_hover(page, lab,
         )
     assert selection.locator(".jp-TorchProf-note-why").first.is_visible()
     assert f"seen at: {OP} at" in selection.inner_text()
+    _shot(page, lab, "notes_ops_selected", view)
 
     # "note's event in timeline": the timeline opens on that event.
     goto = view.locator(".jp-TorchProf-notegoto").first
@@ -174,6 +230,29 @@ def test_a_note_in_the_table_the_selection_the_timeline_and_its_hover(page, lab,
     page.get_by_text(f"note: {oracle['note']}", exact=True).filter(visible=True).first.wait_for(
         timeout=20_000
     )
+    _shot(page, lab, "notes_hover", view)
+
+    # The Kernels table: a "Tensor cores" column, and each GEMM row's value as Profile.kernels has it.
+    _tab(view, "Kernels").click()
+    kernels = view.locator(".jp-TorchProf-kerneltable")
+    kernels.wait_for(timeout=60_000)
+    view.locator(".jp-TorchProf-filter input").filter(visible=True).first.fill("gemm")
+    expected = oracle["gemm"]
+    table = None
+    deadline = page.evaluate("Date.now()") + 30_000
+    while page.evaluate("Date.now()") < deadline:
+        table = page.evaluate(_TABLE_JS, [view.element_handle(), "Tensor cores"])
+        at = table["headers"].index("Tensor cores") if table and "Tensor cores" in table["headers"] else -1
+        rows = table["rows"] if table else []
+        if at >= 0 and rows and all(r[0] in expected and r[at] is not None for r in rows):
+            break
+        page.wait_for_timeout(250)
+    assert table and "Tensor cores" in table["headers"], table and table["headers"]
+    seen = {r[0]: r[at] for r in table["rows"]}
+    assert len(seen) >= 5 and set(seen) <= set(expected), (seen, expected)
+    assert seen == {name: expected[name] for name in seen}
+    assert "yes" in seen.values()
+    _shot(page, lab, "notes_kernels_tensor_cores", view)
 
 
 def test_the_report_links_each_note_to_its_explanation(page, oracle, tmp_path):
