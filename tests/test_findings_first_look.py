@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tracefiles import raw_events, union_in
+from tracefiles import encloses, innermost_around, raw_events, union_in
 
 from jupyter_torchprof.analysis.findings import THRESHOLDS
 
@@ -40,22 +40,6 @@ def step_windows(ev: list[dict]) -> list[tuple[float, float]]:
     )
 
 
-def encloses(outer: dict, inner: dict) -> bool:
-    return (
-        outer is not inner
-        and outer["tid"] == inner["tid"]
-        and outer["ts"] <= inner["ts"]
-        and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
-        and (outer["dur"], -outer["ts"]) > (inner["dur"], -inner["ts"])
-    )
-
-
-def parent_op(e: dict, ops: list[dict]) -> dict | None:
-    """The innermost cpu_op around ``e`` (a quadratic walk, fine for these small traces)."""
-    around = [o for o in ops if encloses(o, e)]
-    return min(around, key=lambda o: o["dur"]) if around else None
-
-
 def host_copies(ev: list[dict]) -> tuple[list[dict], list[dict]]:
     """(outermost copies in the steps that are not a bias seed, the bias seeds), from the file."""
     ops = [e for e in ev if e["cat"] == "cpu_op"]
@@ -64,7 +48,7 @@ def host_copies(ev: list[dict]) -> tuple[list[dict], list[dict]]:
     outer = [c for c in copies if not any(encloses(o, c) for o in copies)]
     seeds, rest = [], []
     for c in outer:
-        parent = parent_op(c, ops)
+        parent = innermost_around(c, ops)
         is_seed = c["name"] == "aten::copy_" and parent is not None and parent["name"] in BIAS_SEED_OPS
         (seeds if is_seed else rest).append(c)
     return rest, seeds

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile, schedule
-from tracefiles import raw_events, real_trace
+from tracefiles import encloses, innermost_around, raw_events, real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.format import fmt_bytes
@@ -54,24 +54,8 @@ def x_events(path) -> list[dict]:
     return [e for e in raw_events(Path(path)) if e.get("ph") == "X" and e.get("cat") != "Trace"]
 
 
-def encloses(outer: dict, inner: dict) -> bool:
-    return (
-        outer is not inner
-        and outer["tid"] == inner["tid"]
-        and outer["ts"] <= inner["ts"]
-        and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
-        and (outer["dur"], -outer["ts"]) > (inner["dur"], -inner["ts"])
-    )
-
-
-def parent_of(e: dict, ops: list[dict]) -> dict | None:
-    """The innermost op around ``e`` (a quadratic walk, fine for these small traces)."""
-    around = [o for o in ops if encloses(o, e)]
-    return min(around, key=lambda o: o["dur"]) if around else None
-
-
 def children_of(e: dict, ops: list[dict]) -> list[dict]:
-    return [c for c in ops if parent_of(c, ops) is e]
+    return [c for c in ops if innermost_around(c, ops) is e]
 
 
 def cpu_ops(path) -> list[dict]:
@@ -241,7 +225,7 @@ def _seed_copies(path) -> tuple[int, int]:
     """(copy_ calls directly under a bias GEMM, all copy_ calls), from the file."""
     ops = cpu_ops(path)
     copies = [o for o in ops if o["name"] == "aten::copy_"]
-    seeds = [c for c in copies if (parent_of(c, ops) or {}).get("name") == "aten::addmm"]
+    seeds = [c for c in copies if (innermost_around(c, ops) or {}).get("name") == "aten::addmm"]
     return len(seeds), len(copies)
 
 
@@ -483,7 +467,7 @@ def test_occupancy_queries_on_real_traces(trace):
     assert queries
     for name in {q["name"] for q in queries}:
         mine = [q for q in queries if q["name"] == name]
-        owners = {parent_of(q, ops)["name"] for q in mine}
+        owners = {innermost_around(q, ops)["name"] for q in mine}
         assert owners <= {"aten::mm", "aten::addmm", "aten::cudnn_convolution", "aten::convolution_backward"}
         note = notes_of(p, name)["occupancy-query"]
         assert note.startswith("library sizing a GEMM/conv launch (under ")

@@ -74,6 +74,23 @@ def union_in(intervals, lo: float, hi: float) -> float:
     return total
 
 
+def encloses(outer: dict, inner: dict) -> bool:
+    """True when JSON event ``outer`` holds ``inner`` by time on the same thread (ties: the longer, earlier holds)."""
+    return (
+        outer is not inner
+        and outer["tid"] == inner["tid"]
+        and outer["ts"] <= inner["ts"]
+        and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+        and (outer["dur"], -outer["ts"]) > (inner["dur"], -inner["ts"])
+    )
+
+
+def innermost_around(e: dict, ops: list[dict]) -> dict | None:
+    """The innermost of ``ops`` around JSON event ``e`` (a quadratic walk, fine for small traces)."""
+    around = [o for o in ops if encloses(o, e)]
+    return min(around, key=lambda o: o["dur"]) if around else None
+
+
 def write_rank_folder(folder: Path, sources: dict[int, str]) -> Path:
     """A job folder: real trace ``sources[r]`` copied as ``rank{r}.pt.trace.json.gz``, naming rank r of the job."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -62,9 +62,8 @@ def legend_label(name: str, total_us: float) -> str:
 def build_step_chart(profile: Profile) -> Any:
     """The bokeh figure of the Steps page (one bar per counted step)."""
     from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
-    from bokeh.plotting import figure
 
-    from .style import follow_theme, time_tick_formatter
+    from .style import follow_theme, static_chart, time_tick_formatter
 
     rows = chart_rows(profile)
     parts = chart_parts(rows)
@@ -77,17 +76,7 @@ def build_step_chart(profile: Profile) -> Any:
     data["busy_text"] = [fmt_time(v) for v in rows["busy_us"].to_numpy(np.float64)]
     data["idle_text"] = [fmt_time(v) for v in rows["idle_us"].to_numpy(np.float64)]
     source = ColumnDataSource(data)
-    fig = figure(
-        x_range=labels,
-        height=320,
-        sizing_mode="stretch_width",
-        tools="",
-        toolbar_location=None,
-        background_fill_alpha=0.0,
-        border_fill_alpha=0.0,
-        outline_line_color=None,
-        name=CHART_NAME,
-    )
+    fig = static_chart(CHART_NAME, 320, x_range=labels)
     fig.yaxis.formatter = time_tick_formatter()
     fig.yaxis.axis_label = "device time"
     fig.y_range.start = 0

@@ -73,9 +73,8 @@ def rank_chart(frame: pd.DataFrame) -> tuple[Any, Any]:
     Returns the figure and its source (a tap on a bar selects that rank's row).
     """
     from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, TapTool
-    from bokeh.plotting import figure
 
-    from .style import ACCENT, FMT_TIME_JS, NEUTRAL, follow_theme, time_tick_formatter
+    from .style import ACCENT, FMT_TIME_JS, NEUTRAL, follow_theme, static_chart, time_tick_formatter
 
     labels = [f"rank {r}" for r in frame["rank"]]
     device = bool(np.nansum(frame["device_busy_per_step_us"].to_numpy(np.float64)) > 0)
@@ -87,17 +86,7 @@ def rank_chart(frame: pd.DataFrame) -> tuple[Any, Any]:
     }
     source = ColumnDataSource(data)
     height = int(min(max(BAR_PX * len(frame) + 90, CHART_MIN_PX), CHART_MAX_PX))
-    fig = figure(
-        y_range=list(reversed(labels)),
-        height=height,
-        sizing_mode="stretch_width",
-        tools="",
-        toolbar_location=None,
-        background_fill_alpha=0.0,
-        border_fill_alpha=0.0,
-        outline_line_color=None,
-        name="torchprof-rankchart",
-    )
+    fig = static_chart("torchprof-rankchart", height, y_range=list(reversed(labels)))
     fig.xaxis.formatter = time_tick_formatter()
     fig.xaxis.axis_label = "per step"
     fig.x_range.start = 0

@@ -85,18 +85,15 @@ def _roofs(profile: Profile, points: pd.DataFrame, xs: np.ndarray) -> list[tuple
 def build_roofline(profile: Profile) -> Any:
     """The bokeh figure: the device's roofs and one point per top kernel, hover naming it with its numbers."""
     from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
 
-    from .style import follow_theme
+    from .style import follow_theme, static_chart
 
     points = roofline_points(profile)
     x = points["intensity"].to_numpy(np.float64)
     y = points["est_flops_per_s"].to_numpy(np.float64)
     xs = np.logspace(np.log10(max(x.min() / 10, 1e-3)), np.log10(max(x.max() * 10, 1e3)), 200)
-    fig = figure(
-        x_axis_type="log", y_axis_type="log", height=360, sizing_mode="stretch_width", tools="",
-        toolbar_location=None, background_fill_alpha=0.0, border_fill_alpha=0.0, name=ROOFLINE_NAME,
-    )  # fmt: skip
+    # The roofline had a plot outline; the other charts do not (now none do).
+    fig = static_chart(ROOFLINE_NAME, 360, x_axis_type="log", y_axis_type="log")
     fig.xaxis.axis_label = "arithmetic intensity (FLOP/byte, estimated)"
     fig.yaxis.axis_label = "achieved FLOP/s (estimated)"
     colours = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")

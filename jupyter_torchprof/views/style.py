@@ -167,6 +167,27 @@ obs.observe(document.body, {attributes: true, attributeFilter: ["data-jp-theme-n
 NEUTRAL = "#8c8c8c"
 
 
+def static_chart(name: str, height: int, **options: Any) -> Any:
+    """A bokeh figure for a chart with no tools: stretched to the width, transparent, no outline.
+
+    The page's theme colours show through (`follow_theme`); ``options`` go to
+    ``figure`` (ranges, axis types).
+    """
+    from bokeh.plotting import figure
+
+    return figure(
+        height=height,
+        sizing_mode="stretch_width",
+        tools="",
+        toolbar_location=None,
+        background_fill_alpha=0.0,
+        border_fill_alpha=0.0,
+        outline_line_color=None,
+        name=name,
+        **options,
+    )
+
+
 def table_stylesheet() -> Any:
     """An `InlineStyleSheet` theming a DataTable with JupyterLab variables."""
     from bokeh.models import InlineStyleSheet

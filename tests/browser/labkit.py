@@ -30,6 +30,24 @@ CHROMIUM_ARGS = [
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
+#: Page-side helpers the tests' scripts share: every element below a node,
+#: through shadow roots (bokeh draws inside them), and bokeh's data tables.
+_DEEP_HELPERS = """
+  const deepAll = (node, out = []) => {
+    for (const el of node.querySelectorAll('*')) {
+      out.push(el);
+      if (el.shadowRoot) deepAll(el.shadowRoot, out);
+    }
+    return out;
+  };
+  const bokehTables = (node) => deepAll(node).filter((el) => el.classList && el.classList.contains('bk-data-table'));
+"""
+
+
+def with_page_helpers(script: str) -> str:
+    """``script`` (a JS function for ``page.evaluate``) with ``deepAll`` and ``bokehTables`` in scope."""
+    return "(arg) => {" + _DEEP_HELPERS + "  return (" + script.strip() + ")(arg);\n}"
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from labkit import open_notebook, run_all, write_notebook
+from labkit import open_notebook, run_all, with_page_helpers, write_notebook
 from tracefiles import real_trace
 
 WIDTHS = (1000, 1400, 1920)
@@ -24,16 +24,10 @@ SI_RATE = re.compile(r"^(\d+(\.\d+)? [kMGTP]?FLOP/s|–)$")
 # Every bokeh DataTable under ``root`` (through shadow roots): its box, its
 # visible headers (frozen pane first) with their boxes, and the text of the
 # drawn cells of each column (SlickGrid's "lN" class is the column).
-_TABLES_JS = """
+_TABLES_JS = with_page_helpers(
+    """
 (root) => {
-  const tables = [];
-  const walk = (node) => {
-    for (const el of node.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(root);
+  const tables = bokehTables(root);
   const left = (el) => (el.closest('.slick-pane-left') ? 0 : 1);
   return tables.filter((t) => t.getBoundingClientRect().width > 0).map((t) => {
     const box = t.getBoundingClientRect();
@@ -52,6 +46,7 @@ _TABLES_JS = """
   });
 }
 """
+)
 
 _SCROLL_RIGHT_JS = """
 (root) => {

@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from labkit import open_notebook, run_all, write_notebook
+from labkit import open_notebook, run_all, with_page_helpers, write_notebook
 from tracefiles import real_trace
 
 SHOTS = Path(
@@ -57,16 +57,10 @@ run.export("every_view_report.html", force=True)
 
 # Every bokeh DataTable under ``root`` (through shadow roots): its box, its
 # headers (frozen pane first) and the cells of the rows fully on screen.
-_TABLES_JS = """
+_TABLES_JS = with_page_helpers(
+    """
 (root) => {
-  const tables = [];
-  const walk = (node) => {
-    for (const el of node.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(root);
+  const tables = bokehTables(root);
   const left = (el) => (el.closest('.slick-pane-left') ? 0 : 1);
   // Where a header's text would end if drawn whole (its own glyphs, not its box).
   const textRight = (el) => {
@@ -105,6 +99,7 @@ _TABLES_JS = """
   });
 }
 """
+)
 
 # True when a bokeh tooltip is on screen under ``root`` (through shadow roots).
 _TOOLTIP_SHOWN_JS = """

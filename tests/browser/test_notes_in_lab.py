@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from labkit import open_notebook, run_all, write_notebook
+from labkit import open_notebook, run_all, with_page_helpers, write_notebook
 from tracefiles import real_trace
 
 from jupyter_torchprof.analysis.notes import SEPARATOR
@@ -63,16 +63,10 @@ def oracle():
 # The note chips of each drawn row of the first bokeh table under ``root``,
 # keyed by the row's name (the frozen pane holds the name; rows are joined by
 # their offset).
-_CHIPS_JS = """
+_CHIPS_JS = with_page_helpers(
+    """
 (root) => {
-  const tables = [];
-  const walk = (node) => {
-    for (const el of node.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(root);
+  const tables = bokehTables(root);
   const visible = tables.filter((t) => t.getBoundingClientRect().width > 0);
   if (!visible.length) return null;
   const byTop = new Map();
@@ -91,6 +85,7 @@ _CHIPS_JS = """
   return [...byTop.values()].filter((e) => e.name !== null);
 }
 """
+)
 
 # The timeline under ``root``: its x range, and the screen position of the
 # host box named ``name`` whose middle is in view.
@@ -120,16 +115,10 @@ _TIMELINE_JS = """
 # Headers and drawn rows of the first visible bokeh table under ``root``; a
 # row's cells by SlickGrid's column class (``lN``: null where not drawn). With
 # ``reveal``, first scroll sideways to that column, as a person does.
-_TABLE_JS = """
+_TABLE_JS = with_page_helpers(
+    """
 ([root, reveal]) => {
-  const tables = [];
-  const walk = (node) => {
-    for (const el of node.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(root);
+  const tables = bokehTables(root);
   const t = tables.find((x) => x.getBoundingClientRect().width > 0);
   if (!t) return null;
   const left = (el) => (el.closest('.slick-pane-left') ? 0 : 1);
@@ -153,6 +142,7 @@ _TABLE_JS = """
   return {headers, rows: [...byTop.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1])};
 }
 """
+)
 
 
 def _shot(page, lab, name: str, locator=None) -> None:

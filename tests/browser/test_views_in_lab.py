@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from labkit import open_notebook, run_all, write_notebook
+from labkit import open_notebook, run_all, with_page_helpers, write_notebook
 from tracefiles import real_trace
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -37,16 +37,10 @@ _ALL_ELEMENTS_JS = """
 # Visible rows of the first bokeh DataTable under ``root``: cell texts in
 # display order. SlickGrid positions rows absolutely (sort by offset) and
 # draws a frozen name column in a pane of its own (join the panes by row).
-_TABLE_ROWS_JS = """
+_TABLE_ROWS_JS = with_page_helpers(
+    """
 (root) => {
-  const tables = [];
-  const walk = (node) => {
-    for (const el of node.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(root);
+  const tables = bokehTables(root);
   if (!tables.length) return null;
   const byTop = new Map();
   const panes = [...tables[0].querySelectorAll('.slick-viewport')];
@@ -61,24 +55,20 @@ _TABLE_ROWS_JS = """
   return [...byTop.entries()].sort((a, b) => a[0] - b[0]).map(e => e[1]);
 }
 """
+)
 
 # Header texts of the first bokeh DataTable under ``root``, frozen pane first
 # (the order `_TABLE_ROWS_JS` joins the cells in).
-_HEADER_TEXTS_JS = """
+_HEADER_TEXTS_JS = with_page_helpers(
+    """
 (root) => {
-  const tables = [];
-  const walk = (node) => {
-    for (const el of node.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('bk-data-table')) tables.push(el);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(root);
+  const tables = bokehTables(root);
   const left = (el) => (el.closest('.slick-pane-left') ? 0 : 1);
   const heads = [...tables[0].querySelectorAll('.slick-header-column')].sort((a, b) => left(a) - left(b));
   return heads.map((h) => (h.querySelector('.slick-column-name') || h).textContent.trim());
 }
 """
+)
 
 # Coloured pixels on the canvases of the timeline plot under ``root``.
 _COLOURED_PIXELS_JS = """
