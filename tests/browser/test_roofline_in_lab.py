@@ -12,12 +12,15 @@ know (GP100) says why there is no roofline instead of a button.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from labkit import open_notebook, run_all, write_notebook
 from test_breakdown_in_lab import _TOOLTIP_TEXT_JS
+from test_notes_in_lab import _TABLE_JS
 from test_views_in_lab import _shot, _tab, _views
 from tracefiles import real_trace
 
+from jupyter_torchprof.columns import KERNELS, format_cell
 from jupyter_torchprof.format import fmt_flops
 from jupyter_torchprof.results.profile import Profile
 from jupyter_torchprof.views.roofline import roofline_points, unavailable_reason
@@ -110,6 +113,9 @@ def test_roofline_on_the_kernels_page(page, lab):
     toggle.click()
     view.locator(".jp-TorchProf-rooflineplot").wait_for(state="detached", timeout=10_000)
 
+    # The kernel table's own Est. FLOP/s and % of peak cells, scrolled to, read as the catalog formats them.
+    _expect_rate_cells(page, lab, view, profile)
+
     # An unknown device: no toggle, one line saying why.
     other = _views(page).nth(1)
     other.scroll_into_view_if_needed()
@@ -117,3 +123,35 @@ def test_roofline_on_the_kernels_page(page, lab):
     other.locator(".jp-TorchProf-roofline").wait_for(timeout=60_000)
     assert other.locator(".jp-TorchProf-rooflinetoggle").count() == 0
     assert other.locator(".jp-TorchProf-roofline").inner_text().strip() == reason
+
+
+def _expect_rate_cells(page, lab, view, profile) -> None:
+    """The GEMM rows' "Est. FLOP/s" and "% of peak" cells equal `format_cell` of `Profile.kernels`.
+
+    Rows are matched as (short name, cell) pairs: two kernels may share a short name.
+    """
+    kernels = profile.kernels
+    view.locator(".jp-TorchProf-filter input").filter(visible=True).first.fill("gemm")
+    for column in ("est_flops_per_s", "peak_pct"):
+        spec = next(c for c in KERNELS if c.key == column)
+        want = Counter(
+            (str(s), format_cell(spec, v))
+            for s, v in zip(kernels["short_name"], kernels[column], strict=True)
+        )
+        names = {name for name, _ in want}
+        table, at = None, -1
+        deadline = page.evaluate("Date.now()") + 30_000
+        while page.evaluate("Date.now()") < deadline:
+            table = page.evaluate(_TABLE_JS, [view.element_handle(), spec.title])
+            at = table["headers"].index(spec.title) if table and spec.title in table["headers"] else -1
+            rows = table["rows"] if table else []
+            if at >= 0 and rows and all(r[0] in names and r[at] is not None for r in rows):
+                break
+            page.wait_for_timeout(250)
+        assert at >= 0, table and table["headers"]
+        shown = Counter((r[0], r[at]) for r in table["rows"])
+        assert sum(shown.values()) >= 3 and not shown - want, (spec.title, shown - want)
+        assert sum(n for (_, v), n in shown.items() if v != "–") >= 3, (
+            shown
+        )  # the A100's GEMMs have estimates
+        _shot(page, lab, f"roofline_table_{column}", view)
