@@ -79,7 +79,8 @@ class RunSession:
         import sys
 
         from .results.profile import Profile
-        from .store import RunStore, source_key
+        from .store import RunStore, source_key, url_source_key
+        from .trace.remote import is_url
 
         store = RunStore(args.run_dir or self.settings.run_dir or None)
         profiles = [result] if isinstance(result, Profile) else list(result)
@@ -87,7 +88,10 @@ class RunSession:
         root = store.root.resolve()
         if not sources or any(root in s.resolve().parents for s in sources):
             return
-        key = source_key(sources)
+        # A URL's traces were fetched to temporary copies: the URL, not the
+        # copies' paths, says which run keeps them already.
+        url = args.load if is_url(args.load) else None
+        key = url_source_key(url, sources) if url else source_key(sources)
         kept_before = store.find_loaded(key)
         if kept_before is not None:
             # The same files loaded again: point at the copy already kept
@@ -105,7 +109,7 @@ class RunSession:
             info = run_info(profiles[0], notebook_of(self.shell), kind="load")
             info.update(
                 name=result.name,
-                source=str(Path(args.load).expanduser().resolve()),
+                source=url or str(Path(args.load).expanduser().resolve()),
                 traces=kept,
                 trace=kept[0],
                 source_key=key,

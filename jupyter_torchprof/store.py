@@ -619,6 +619,22 @@ def source_key(sources: list[Path]) -> str:
     return "\n".join(sorted(parts))
 
 
+def url_source_key(url: str, copies: list[Path]) -> str:
+    """`source_key` of traces loaded from ``url``: the URL and each fetched copy's name and size.
+
+    The copies live in temporary folders, so their paths and times change
+    with every load; the same URL with files of the same sizes is the same run.
+    """
+    parts = []
+    for src in copies:
+        try:
+            size: int | str = src.stat().st_size
+        except OSError:
+            size = "?"
+        parts.append(f"{url}|{src.name}|{size}")
+    return "\n".join(sorted(parts))
+
+
 def run_info(profile: Any, notebook: str | None = None, kind: str = "capture") -> dict[str, Any]:
     """The ``run.json`` of a profile: what the sidebar lists without reading the trace.
 

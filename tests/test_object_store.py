@@ -437,3 +437,24 @@ def test_a_pipe_in_a_store_is_never_opened(tmp_path):
     )
     folder = outcome["folder"]
     assert isinstance(folder, Profile) and folder.name == "rank0.pt.trace.json.gz"
+
+
+def test_the_magic_keeps_a_url_once_under_its_url(shell):
+    """``%torchprof --load memory://…`` twice: one kept run, its source the URL, its tables the file's."""
+    import json
+
+    import fsspec
+
+    from jupyter_torchprof.store import RunStore
+
+    path = real_trace("cpu_only.pt.trace.json.gz")
+    url = "memory://magic-load/cpu_only.pt.trace.json.gz"
+    fsspec.filesystem("memory").pipe(url, path.read_bytes())
+    for _ in range(2):
+        assert shell.run_cell(f"%torchprof --load {url} -o g -q").error_in_exec is None
+    store = RunStore(os.environ["TORCHPROF_RUN_DIR"])
+    runs = store.list()
+    assert len(runs) == 1, runs
+    info = json.loads((store.run_dir(runs[0]["id"]) / "run.json").read_text())
+    assert info["source"] == url and info["traces"] == ["cpu_only.pt.trace.json.gz"]
+    assert shell.user_ns["g"].ops.equals(load(str(path), progress=False).ops)
