@@ -86,7 +86,9 @@ def bench(path: Path, repeat: int, tables: bool) -> None:
         for mode in runs:
             runs[mode].append(run(mode, path, tables))
     print(f"\n== {path.name}: {path.stat().st_size / 1e6:.1f} MB on disk, {repeat} rounds")
-    print(f"{'mode':8s} {'events':>9s} {'parse s':>8s} {'wall s':>8s} {'peak RSS MB':>12s} {'kept anon MB':>13s}")
+    print(
+        f"{'mode':8s} {'events':>9s} {'parse s':>8s} {'wall s':>8s} {'peak RSS MB':>12s} {'kept anon MB':>13s}"
+    )
     for mode, r in runs.items():
         events = next((x["events"] for x in r if "events" in x), "-")
         print(
