@@ -12,7 +12,7 @@ import os
 import re
 
 import pytest
-from tracefiles import raw_events, union_in
+from tracefiles import encloses, raw_events, union_in
 
 from jupyter_torchprof import load
 from jupyter_torchprof.analysis.findings import THRESHOLDS
@@ -45,16 +45,6 @@ def per_step(ev, intervals) -> float:
     return sum(union_in(intervals, lo, hi) for _, lo, hi in st) / len(st)
 
 
-def inside(inner: dict, outer: dict) -> bool:
-    return (
-        outer is not inner
-        and outer["tid"] == inner["tid"]
-        and outer["ts"] <= inner["ts"]
-        and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
-        and (outer["dur"], -outer["ts"]) > (inner["dur"], -inner["ts"])
-    )
-
-
 def top_level_ops(ev: list[dict]) -> list[dict]:
     """cpu_ops in a step that no other cpu_op encloses (a quadratic walk, fine for small traces)."""
     ops = [e for e in ev if e["cat"] == "cpu_op"]
@@ -62,7 +52,7 @@ def top_level_ops(ev: list[dict]) -> list[dict]:
     by_tid: dict = {}
     for e in ops:
         by_tid.setdefault(e["tid"], []).append(e)
-    return [e for e in in_step if not any(inside(e, o) for o in by_tid[e["tid"]])]
+    return [e for e in in_step if not any(encloses(o, e) for o in by_tid[e["tid"]])]
 
 
 def rows(p, rule: str):
@@ -324,7 +314,7 @@ def test_host_copies_from_the_file(shell):
     p = run(shell, COPY_CELL, "x = torch.randn(1024, 1024)\nxt = x.t()\nw = torch.randn(1024, 8)")
     ev = events(p)
     copies = [e for e in ev if e["cat"] == "cpu_op" and e["name"] in COPY_OPS]
-    outer = [c for c in copies if not any(inside(c, o) for o in copies)]
+    outer = [c for c in copies if not any(encloses(o, c) for o in copies)]
     in_steps = [c for c in outer if any(lo <= c["ts"] < hi for _, lo, hi in steps(ev))]
     (row,) = rows(p, "host_copies").to_dict("records")
     t = per_step(ev, [(c["ts"], c["ts"] + c["dur"]) for c in in_steps])
