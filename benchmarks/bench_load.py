@@ -7,7 +7,10 @@ Side by side, on the largest real traces (by bytes of JSON) in
 the path of the ``.json.gz`` file, so that every one pays for the inflate:
 
 * ``ours``: ``jupyter_torchprof.load(path)`` (read + gunzip + parse) and then
-  every table: ops, kernels, steps, streams, summary, events;
+  every table: ops, kernels, steps, streams, summary, events (``wall``,
+  ``cpu``); then, timed on from the same start, ``launches`` and the
+  ``findings`` (``full``: the issue's "load + every table + findings");
+  ``load`` is ``jupyter_torchprof.load`` alone;
 * ``orjson``: read + gunzip + ``orjson.loads`` with the cyclic GC paused
   (the floor any Python JSON consumer starts from: dicts, no tables);
 * ``gunzip``: read + inflate only (the floor of any reader of the file);
@@ -26,12 +29,20 @@ once, in turn), so a slow spell of the shared machine falls on all of them
 alike; the figures are medians over rounds, and each ratio is the median of
 the per-round ratios with its min-max. ``wall`` is measured inside the
 process after its imports; ``process`` is the whole process (imports, exit)
-as a user waits for it; peak RSS is the process's ``ru_maxrss``.
+as a user waits for it; peak RSS is the process's ``ru_maxrss`` (for ``ours``
+with the findings built). ``--warm`` loads the trace once (and builds every
+table and the findings) in each child before the timing starts, so lazy
+imports and first-call costs fall outside it.
+
+``--shapes`` adds the HTA traces kept in ``benchmarks/traces`` (MTIA, with
+its many uncorrelated events, and df_index_resolver, a V100 trace) to the
+real traces, one of each trace shape.
 
 Usage::
 
     python benchmarks/bench_load.py [--events 1000000] [--steps 5] [--real 3] [--repeat 3]
-        [--trace FILE ...] [--no-hta] [--hta-timeout 900] [--source DIR [--source OLD_DIR]]
+        [--trace FILE ...] [--shapes] [--warm] [--no-hta] [--hta-timeout 900]
+        [--source DIR [--source OLD_DIR]]
 """
 
 from __future__ import annotations
@@ -50,6 +61,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRACE_DIR = Path(os.environ.get("TORCHPROF_TRACE_DIR") or ROOT / "tests" / "data" / "kineto")
+#: Real traces of other shapes than the test data's, from HTA's tests (see traces/README.md).
+SHAPE_DIR = HERE / "traces"
 TABLES = ("ops", "kernels", "steps", "streams", "summary", "events")
 LABELS = {"ours": "ours", "orjson": "orjson", "gunzip": "gunzip", "hta": "HTA", "imports": "imports"}
 
@@ -71,11 +84,19 @@ def _child(kind: str, path: str) -> dict:
         import jupyter_torchprof
         from jupyter_torchprof.results.profile import Profile  # noqa: F401 - import cost outside the timing
 
+        if os.environ.get("TORCHPROF_BENCH_WARM") == "1":
+            _full(jupyter_torchprof.load(path))
         t0, c0 = time.perf_counter(), time.process_time()
         p = jupyter_torchprof.load(path)
         out["parse_s"] = time.perf_counter() - t0
+        out["parse_cpu_s"] = time.process_time() - c0
         for name in TABLES:
             getattr(p, name)
+        out["wall_s"] = time.perf_counter() - t0
+        out["cpu_s"] = time.process_time() - c0
+        _full(p)
+        out["full_s"] = time.perf_counter() - t0
+        out["full_cpu_s"] = time.process_time() - c0
         out["events"] = len(p.events)
         out["fallback"] = getattr(p.meta, "fallback_reason", "n/a (older tree)")
     elif kind in ("orjson", "gunzip"):
@@ -104,8 +125,8 @@ def _child(kind: str, path: str) -> dict:
         out["events"] = int(sum(len(df) for df in analysis.t.traces.values()))
     else:
         raise SystemExit(f"unknown contender {kind}")
-    out["wall_s"] = time.perf_counter() - t0
-    out["cpu_s"] = time.process_time() - c0
+    out.setdefault("wall_s", time.perf_counter() - t0)
+    out.setdefault("cpu_s", time.process_time() - c0)
     # VmHWM, not the parent's ru_maxrss of the child: Linux carries the
     # high-water mark across fork + exec, so a big parent inflates it.
     with open("/proc/self/status") as fh:
@@ -114,6 +135,13 @@ def _child(kind: str, path: str) -> dict:
     # Worker processes (if a contender used any) count towards its memory.
     out["children_maxrss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e3
     return out
+
+
+def _full(p) -> None:
+    """Every table, the launches and the findings of Profile ``p`` (those an older tree has)."""
+    for name in (*TABLES, "launches", "findings"):
+        if hasattr(type(p), name):
+            getattr(p, name)
 
 
 # --------------------------------------------------------------------------- #
@@ -186,9 +214,12 @@ def median_of(runs: list[dict], key: str) -> str:
     return f"{statistics.median(values):.2f}"
 
 
-def ratio_of(a: list[dict], b: list[dict], key: str) -> str:
-    """Median over rounds of a[i] / b[i] (runs of the same round), with min-max."""
-    ratios = [x[key] / y[key] for x, y in zip(a, b, strict=True) if _ok(x) and _ok(y) and y.get(key)]
+def ratio_of(a: list[dict], b: list[dict], key: str, key_b: str | None = None) -> str:
+    """Median over rounds of a[i][key] / b[i][key_b or key] (runs of the same round), with min-max."""
+    kb = key_b or key
+    ratios = [
+        x[key] / y[kb] for x, y in zip(a, b, strict=True) if _ok(x) and _ok(y) and key in x and y.get(kb)
+    ]
     if not ratios:
         return "-"
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
@@ -200,6 +231,11 @@ def real_traces(count: int) -> list[Path]:
 
     sized = [(len(read_trace_bytes(p)), p) for p in TRACE_DIR.glob("**/*.json.gz")]
     return [p for _, p in sorted(sized, key=lambda sp: -sp[0])[:count]]
+
+
+def shape_traces() -> list[Path]:
+    """The HTA traces kept in ``benchmarks/traces`` (other shapes than the test data's)."""
+    return sorted(SHAPE_DIR.glob("*.json.gz"))
 
 
 def bench(path: Path, contenders: list[Contender], repeat: int, hta_timeout: float) -> None:
@@ -214,14 +250,15 @@ def bench(path: Path, contenders: list[Contender], repeat: int, hta_timeout: flo
         if fallback:
             print(f"   ({label} left the fast path: {sorted(map(str, fallback))})")
     print(
-        f"{'contender':10s} {'events':>9s} {'wall s':>8s} {'cpu s':>8s} {'process s':>10s} {'peak RSS MB':>12s}"
+        f"{'contender':10s} {'events':>9s} {'wall s':>8s} {'cpu s':>8s} {'full cpu s':>11s} {'process s':>10s}"
+        f" {'peak RSS MB':>12s}"
     )
     for label, _, _ in contenders:
         r = runs[label]
         events = next((x.get("events") for x in r if _ok(x) and "events" in x), "-")
         print(
             f"{label:10s} {events!s:>9s} {median_of(r, 'wall_s'):>8s} {median_of(r, 'cpu_s'):>8s}"
-            f" {median_of(r, 'process_s'):>10s} {median_of(r, 'peak_rss_mb'):>12s}"
+            f" {median_of(r, 'full_cpu_s'):>11s} {median_of(r, 'process_s'):>10s} {median_of(r, 'peak_rss_mb'):>12s}"
         )
 
     def line(a: str, b: str, keys: tuple[str, ...] = ("wall_s", "cpu_s", "process_s", "peak_rss_mb")) -> str:
@@ -235,6 +272,17 @@ def bench(path: Path, contenders: list[Contender], repeat: int, hta_timeout: flo
         print(line("HTA", "imports", ("process_s",)) + " (the most a pandas-based reader can gain on HTA)")
     print(line("ours", "orjson"))
     print(line("ours", "gunzip", ("wall_s", "cpu_s")) + " (goal 1: <= 4x)")
+    for label in ours:
+        print(gunzip_ratios(runs[label], runs["gunzip"], label))
+
+
+def gunzip_ratios(mine: list[dict], gz: list[dict], label: str) -> str:
+    """load / gunzip and load + every table + findings / gunzip, by CPU time, per round."""
+    return (
+        f"{label} / gunzip (cpu): load {ratio_of(mine, gz, 'parse_cpu_s', 'cpu_s')},"
+        f" load+tables {ratio_of(mine, gz, 'cpu_s')},"
+        f" load+tables+findings {ratio_of(mine, gz, 'full_cpu_s', 'cpu_s')} (issue 25: <= 4x real, <= 3x 1M)"
+    )
 
 
 def synthetic_trace(out: Path, events: int, steps: int) -> Path:
@@ -271,6 +319,8 @@ def main() -> None:
     parser.add_argument("--no-hta", action="store_true", help="leave HTA out")
     parser.add_argument("--hta-timeout", type=float, default=900, help="seconds HTA may take per run")
     parser.add_argument("--trace", type=Path, action="append", help="trace(s) to use instead of the defaults")
+    parser.add_argument("--shapes", action="store_true", help="add the HTA traces in benchmarks/traces")
+    parser.add_argument("--warm", action="store_true", help="load once in each child before timing")
     parser.add_argument(
         "--source",
         type=Path,
@@ -293,6 +343,10 @@ def main() -> None:
             print(f"(no real traces in {TRACE_DIR}; synthetic only)")
         if args.events:
             traces.append(synthetic_trace(args.out, args.events, args.steps))
+    if args.shapes:
+        traces += shape_traces()
+    if args.warm:
+        os.environ["TORCHPROF_BENCH_WARM"] = "1"
     contenders: list[Contender] = [("ours", "ours", source)]
     contenders += [(f"ours@{i + 2}", "ours", src) for i, src in enumerate(sources[1:])]
     contenders += [(LABELS[k], k, source) for k in ("orjson", "gunzip", "imports")]

@@ -14,12 +14,20 @@ mark. Ratios are medians of the per-round ratios, with min-max. Goal 1 of
 issue 18: load + tables within 4x of inflating the file, 1M events in
 <= 2.5 s, peak RSS <= 1.5x the JSON size.
 
+Each line also gives, by CPU time, ``load`` (``jupyter_torchprof.load``
+alone), ``load+tables`` and ``full`` (load + every table + launches +
+findings) over the inflate, per round (issue 25: full <= 4x on real traces,
+<= 3x on the 1M-event one).
+
 Inputs: the 1M-event synthetic trace (5 steps, written by
-``make_synthetic_trace.py`` if absent) and the three largest real traces.
+``make_synthetic_trace.py`` if absent) and the three largest real traces;
+``--shapes`` adds the HTA traces in ``benchmarks/traces`` (MTIA,
+df_index_resolver).
 
 Usage::
 
     python benchmarks/bench_native.py [--events 1000000] [--real 3] [--repeat 3] [--trace FILE ...]
+        [--shapes] [--warm]
 """
 
 from __future__ import annotations
@@ -40,7 +48,9 @@ from bench_load import (  # noqa: E402
     median_of,
     ratio_of,
     real_traces,
+    rotated,
     run_contender,
+    shape_traces,
     synthetic_trace,
 )
 
@@ -48,12 +58,15 @@ MODES = {"python": ("ours", "0"), "native": ("ours", "1"), "gunzip": ("gunzip", 
 
 
 def rounds(path: Path, repeat: int) -> dict[str, list[dict]]:
-    """``repeat`` rounds, each running every contender once, in turn (fresh processes)."""
+    """``repeat`` rounds, each running every contender once, in turn (fresh processes).
+
+    Each round starts one contender further along (see ``bench_load.rotated``).
+    """
     runs: dict[str, list[dict]] = {label: [] for label in MODES}
     saved = os.environ.get("TORCHPROF_NATIVE")
     try:
-        for _ in range(repeat):
-            for label, (kind, flag) in MODES.items():
+        for i in range(repeat):
+            for label, (kind, flag) in rotated(list(MODES.items()), i):
                 os.environ["TORCHPROF_NATIVE"] = flag
                 runs[label].append(run_contender(kind, path, 3600, ROOT))
     finally:
@@ -83,6 +96,14 @@ def report(path: Path, runs: dict[str, list[dict]], repeat: int) -> None:
     print(
         f"load+tables / inflate: native {ratio_of(nat, gz, 'wall_s')}, python {ratio_of(py, gz, 'wall_s')} (goal: <= 4x)"
     )
+    print(
+        f"python / native (cpu): load {ratio_of(py, nat, 'parse_cpu_s')}, full {ratio_of(py, nat, 'full_cpu_s')}"
+    )
+    for label, mine in (("native", nat), ("python", py)):
+        print(
+            f"{label} / inflate (cpu): load {ratio_of(mine, gz, 'parse_cpu_s', 'cpu_s')},"
+            f" load+tables {ratio_of(mine, gz, 'cpu_s')}, full {ratio_of(mine, gz, 'full_cpu_s', 'cpu_s')}"
+        )
     rss = (
         [x["peak_rss_mb"] / float(json_mb) for x in nat if _ok(x)]
         if json_mb not in ("-", "timed out")
@@ -99,6 +120,8 @@ def main() -> None:
     ap.add_argument("--real", type=int, default=3, help="how many of the largest real traces")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds")
     ap.add_argument("--trace", type=Path, action="append", help="trace(s) to use instead of the defaults")
+    ap.add_argument("--shapes", action="store_true", help="add the HTA traces in benchmarks/traces")
+    ap.add_argument("--warm", action="store_true", help="load once in each child before timing")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "torchprof-bench")
     args = ap.parse_args()
     traces = list(args.trace or [])
@@ -106,6 +129,10 @@ def main() -> None:
         traces = real_traces(args.real)
         if args.events:
             traces.insert(0, synthetic_trace(args.out, args.events, args.steps))
+    if args.shapes:
+        traces += shape_traces()
+    if args.warm:
+        os.environ["TORCHPROF_BENCH_WARM"] = "1"
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for path in traces:
         report(path, rounds(path.resolve(), args.repeat), args.repeat)
