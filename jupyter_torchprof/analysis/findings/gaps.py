@@ -39,15 +39,13 @@ def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
     host = _host_rows(inp)
     out: list[Finding] = []
     for d in inp.devices_used:
-        rows = act[dev == d]
-        gaps = _gaps(inp, rows)
-        per_stream: dict[str, float] = {}
-        for st in sorted(pd.unique(stream[dev == d]).tolist()):
-            g = _gaps(inp, act[(dev == d) & (stream == st)])
-            per_stream[str(st)] = float(g["end"][0] - g["start"][0]) if len(g["start"]) else 0.0
-        size = gaps["end"] - gaps["start"]
-        order = np.argsort(-size, kind="stable")
-        order = order[size[order] >= min_gap][: th.gaps_reported]
+        on_d = dev == d
+        gaps = _gaps(inp, act[on_d], min_gap)
+        per_stream = {
+            str(st): _largest_gap(inp, act[on_d & (stream == st)])
+            for st in sorted(pd.unique(stream[on_d]).tolist())
+        }
+        order = np.arange(min(len(gaps["start"]), th.gaps_reported))
         found = [_finding(inp, th, d, gaps, i, host, per_stream) for i in order.tolist()]
         out.extend(merge_repeats(inp, th, found))
     return out
@@ -139,9 +137,14 @@ def _step_list(steps: list[int]) -> str:
     return ", ".join(str(s) for s in steps)
 
 
-def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """Idle stretches of ``rows``' lane in every step, largest first."""
-    parts: dict[str, list[Any]] = {"start": [], "end": [], "before": [], "after": [], "step": []}
+def _gaps(inp: Inputs, rows: np.ndarray, min_size: float = -np.inf) -> dict[str, np.ndarray]:
+    """Idle stretches of ``rows``' lane in every step of at least ``min_size``, largest first.
+
+    Gaps under ``min_size`` are dropped before the sort (a stable sort keeps
+    the others in the same order): a lane idles between most of its
+    kernels, and only the few large gaps are reported.
+    """
+    parts: dict[str, list[np.ndarray]] = {"start": [], "end": [], "before": [], "after": [], "step": []}
     # Sorted by start once: each step window then looks only at the rows that
     # can reach into it, not at the whole lane (steps x rows otherwise).
     rows = rows[np.argsort(inp.ts[rows], kind="stable")]
@@ -151,14 +154,21 @@ def _gaps(inp: Inputs, rows: np.ndarray) -> dict[str, np.ndarray]:
         first = int(np.searchsorted(s, lo - reach))
         last = int(np.searchsorted(s, hi))
         gs, ge, b, a = idle_segments(s[first:last], e[first:last], lo, hi)
-        parts["start"] += gs.tolist()
-        parts["end"] += ge.tolist()
-        parts["before"] += np.where(b >= 0, rows[first + np.maximum(b, 0)], -1).tolist()
-        parts["after"] += np.where(a >= 0, rows[first + np.maximum(a, 0)], -1).tolist()
-        parts["step"] += [k] * len(gs)
-    out = {k: np.array(v) for k, v in parts.items()}
-    order = np.argsort(-(out["end"] - out["start"]), kind="stable") if len(out["start"]) else []
-    return {k: v[order] if len(v) else v for k, v in out.items()}
+        big = ge - gs >= min_size
+        parts["start"].append(gs[big])
+        parts["end"].append(ge[big])
+        parts["before"].append(np.where(b >= 0, rows[first + np.maximum(b, 0)], -1)[big])
+        parts["after"].append(np.where(a >= 0, rows[first + np.maximum(a, 0)], -1)[big])
+        parts["step"].append(np.full(int(big.sum()), k, dtype=np.int64))
+    out = {k: np.concatenate(v) if v else np.array([]) for k, v in parts.items()}
+    order = np.argsort(-(out["end"] - out["start"]), kind="stable")
+    return {k: v[order] for k, v in out.items()}
+
+
+def _largest_gap(inp: Inputs, rows: np.ndarray) -> float:
+    """The largest idle stretch of ``rows``' lane in any step (0 when it never idles)."""
+    size = _gaps(inp, rows)
+    return float(size["end"][0] - size["start"][0]) if len(size["start"]) else 0.0
 
 
 def _host_rows(inp: Inputs) -> np.ndarray:

@@ -52,28 +52,26 @@ def idle_segments(
     if len(keep) == 0:
         return np.array([lo]), np.array([hi]), np.array([-1]), np.array([-1])
     order = keep[np.argsort(start[keep], kind="stable")]
-    s = np.clip(start[order], lo, hi)
-    e = np.clip(end[order], lo, hi)
+    s = np.clip(start[order], lo, hi).astype(np.float64, copy=False)
+    e = np.clip(end[order], lo, hi).astype(np.float64, copy=False)
     e_acc = np.maximum.accumulate(e)
     # The interval holding the running maximum end is the one the gap follows.
     holder = np.maximum.accumulate(np.where(e >= e_acc, np.arange(len(e)), 0))
-    gap_s = [lo] if s[0] > lo else []
-    gap_e = [s[0]] if s[0] > lo else []
-    before = [-1] if s[0] > lo else []
-    after = [int(order[0])] if s[0] > lo else []
     inner = np.flatnonzero(s[1:] > e_acc[:-1])
-    gap_s += e_acc[inner].tolist()
-    gap_e += s[inner + 1].tolist()
-    before += order[holder[inner]].tolist()
-    after += order[inner + 1].tolist()
-    if e_acc[-1] < hi:
-        gap_s.append(float(e_acc[-1]))
-        gap_e.append(hi)
-        before.append(int(order[holder[-1]]))
-        after.append(-1)
+    # Arrays joined once, not Python lists: a lane has a gap between most of
+    # its kernels (a million floats boxed per call on a big trace).
+    head = s[0] > lo
+    tail = e_acc[-1] < hi
+    none = np.array([], dtype=np.int64)
     return (
-        np.array(gap_s, dtype=np.float64),
-        np.array(gap_e, dtype=np.float64),
-        np.array(before, dtype=np.int64),
-        np.array(after, dtype=np.int64),
+        np.concatenate([[lo] if head else [], e_acc[inner], [float(e_acc[-1])] if tail else []]).astype(
+            np.float64
+        ),
+        np.concatenate([s[:1] if head else [], s[inner + 1], [hi] if tail else []]).astype(np.float64),
+        np.concatenate(
+            [[-1] if head else none, order[holder[inner]], order[holder[-1:]] if tail else none]
+        ).astype(np.int64),
+        np.concatenate([order[:1] if head else none, order[inner + 1], [-1] if tail else none]).astype(
+            np.int64
+        ),
     )

@@ -150,9 +150,15 @@ class Inputs:
     # columns as arrays (shared by the rules)
 
     @cached_property
-    def names(self) -> np.ndarray:
-        """Event names as an object array."""
-        return self.events["name"].astype(object).to_numpy()
+    def names(self) -> _Names:
+        """Event names, indexed like an object array (``names[rows]``, ``names[row]``).
+
+        Read through the categorical codes: only the rows asked for become
+        strings, where an object array of every name cost a pass over
+        millions of events before any rule ran.
+        """
+        codes, labels = self._name_codes
+        return _Names(codes, labels)
 
     @cached_property
     def _name_codes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -382,6 +388,21 @@ class Inputs:
     def op_name(self, row: int) -> str:
         """Name of event ``row`` (empty for -1)."""
         return str(self.names[row]) if row >= 0 else ""
+
+
+class _Names:
+    """Names per row from codes and labels; a missing name reads NaN, as in ``astype(object)``."""
+
+    def __init__(self, codes: np.ndarray, labels: np.ndarray) -> None:
+        self._codes = codes
+        # Code -1 indexes the last entry: the NaN a missing name reads as.
+        self._labels = np.append(labels.astype(object), np.array([np.nan], dtype=object))
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __getitem__(self, rows: Any) -> Any:
+        return self._labels[self._codes[rows]]
 
 
 def _coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
