@@ -32,7 +32,7 @@ SOURCES = (SOURCE, Path(__file__).with_name("nest.c"))
 #: Flags the library is compiled with (part of its tag).
 CFLAGS = ("-O2", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
 #: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
-ABI = 61 * 1000 + 8 * 100 + 5
+ABI = 60 * 1000 + 8 * 100 + 5
 #: The arguments `nest.c`'s ``tp_nest`` takes (its ``tp_nest_abi()``).
 NEST_ABI = 1
 #: Whether the native path runs when ``TORCHPROF_NATIVE`` is not set.

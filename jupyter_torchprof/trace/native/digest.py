@@ -67,7 +67,7 @@ _M = [
 _F = [
     ("f_cat", np.int32), ("f_id", np.int64), ("f_start", np.uint8), ("f_pid", np.int64),
     ("f_tid", np.int64), ("f_ts", np.float64), ("f_flags", np.uint8), ("f_pid_s", np.int32),
-    ("f_tid_s", np.int32), ("md_start", np.int64), ("md_end", np.int64),
+    ("f_tid_s", np.int32), ("md_raw", np.int64),
 ]  # fmt: skip
 COLUMNS = [(n, t, _EV) for n, t in _X + _M + _F] + [
     ("s_off", np.int64, _STR),
@@ -183,8 +183,8 @@ class Digester:
         metas: list[Any] = []
         n_meta = int(cnt[C_META])
         if n_meta:
-            starts, ends = col["md_start"][:n_meta].tolist(), col["md_end"][:n_meta].tolist()
-            text = b"".join((b"[", b",".join(view[s:e] for s, e in zip(starts, ends, strict=True)), b"]"))
+            codes = col["md_raw"][:n_meta]
+            text = b"".join((b"[", b",".join(raws[k] for k in codes[_first_and_last(codes)].tolist()), b"]"))
             try:
                 metas = list(b.decoder.decode(text))
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -247,6 +247,19 @@ class Digester:
             tid=_ids(c["f_tid"], c["f_flags"] & 2, c["f_tid_s"], strs, P._ids),
             ts=c["f_ts"],
         )
+
+
+def _first_and_last(codes: np.ndarray) -> np.ndarray:
+    """Positions of the first and the last occurrence of each distinct code, in order.
+
+    Enough of a chunk's metadata events to apply: applying them (dict
+    assignments, `parser._apply_metadata_events`) gives the same dicts as
+    applying all of them, keys in the same order (each key's first event is
+    kept) with the same values (each key's last event is kept).
+    """
+    _, first = np.unique(codes, return_index=True)
+    _, from_end = np.unique(codes[::-1], return_index=True)
+    return np.union1d(first, len(codes) - 1 - from_end)
 
 
 def _ids(

@@ -1,0 +1,92 @@
+"""The native builder on the trace shapes of HTA's tests (`benchmarks/traces`), and its metadata rule.
+
+HTA's MTIA trace is mostly repeated metadata (310k of its 456k items: 22
+distinct ``M`` events) and device events without a correlation id;
+df_index_resolver is a V100 trace. Each is parsed with ``TORCHPROF_NATIVE=1``
+and ``=0`` and everything compared (frames, `TraceMeta`, tables), as
+`test_native_parser` does for the test data. The native path hands Python
+only the first and the last of each distinct metadata event of a chunk:
+the dicts they fill must come out the same, values and key order.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_native_parser import assert_same
+
+from jupyter_torchprof.trace import native, parser
+from jupyter_torchprof.trace.files import parse_trace
+from jupyter_torchprof.trace.native import digest
+
+SHAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "traces"
+SHAPE_TRACES = ["mtia_rank_0.json.gz", "df_index_resolver.json.gz"]
+
+
+@pytest.fixture
+def needs_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHPROF_NATIVE", "1")
+    if native.library() is None:
+        pytest.skip("no C compiler on this machine: only the pure-Python path runs")
+
+
+def _both(parse, monkeypatch: pytest.MonkeyPatch) -> tuple[list, Counter]:
+    """``parse()`` the pure-Python way and the native way: results (with warnings), native stats."""
+    out = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("TORCHPROF_NATIVE", on)
+        digest.STATS.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            data = parse()
+        out.append((data, [str(w.message) for w in caught]))
+    return out, Counter(digest.STATS)
+
+
+@pytest.mark.parametrize("name", SHAPE_TRACES)
+def test_shape_trace_identical(name: str, monkeypatch: pytest.MonkeyPatch, needs_native: None) -> None:
+    path = SHAPES / name
+    ((pure, pure_warnings), (fast, fast_warnings)), stats = _both(lambda: parse_trace(path), monkeypatch)
+    assert stats["native"] >= 1 and set(stats) == {"native"}, stats
+    assert_same(pure, fast)
+    assert pure_warnings == fast_warnings
+    assert len(fast.events) > 100_000
+
+
+def _meta(what: str, pid: int, tid: int, **args: object) -> dict:
+    return {"name": what, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args}
+
+
+def test_repeated_metadata_keeps_last_value_and_first_order(
+    monkeypatch: pytest.MonkeyPatch, needs_native: None
+) -> None:
+    # Process 1 is named three times (a, b, then a again): the last one wins,
+    # and it stays the first key, where its first event put it.
+    events = [
+        _meta("process_name", 1, 0, name="a"),
+        _meta("thread_name", 1, 7, name="t"),
+        _meta("process_name", 2, 0, name="two"),
+        _meta("process_name", 1, 0, name="b"),
+        _meta("thread_name", 1, 7, name="t"),
+        _meta("process_labels", 2, 0, labels="L"),
+        _meta("process_name", 1, 0, name="a"),
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 7, "ts": 1.0, "dur": 2.0},
+    ] * 50 + [_meta("process_name", 2, 0, name="last")]
+    data = json.dumps({"traceEvents": events}).encode()
+    ((pure, _), (fast, _)), stats = _both(lambda: parser.parse_bytes(data), monkeypatch)
+    assert stats["native"] >= 1, stats
+    assert_same(pure, fast)
+    assert list(fast.meta.process_names.items()) == [(1, "a"), (2, "last")]
+    assert fast.meta.thread_names == {(1, 7): "t"}
+    assert fast.meta.process_labels == {2: "L"}
+
+
+def test_first_and_last() -> None:
+    codes = np.array([3, 1, 3, 3, 2, 1, 3, 0])
+    assert digest._first_and_last(codes).tolist() == [0, 1, 4, 5, 6, 7]
+    assert digest._first_and_last(np.array([5])).tolist() == [0]
