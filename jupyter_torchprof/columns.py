@@ -82,6 +82,11 @@ TEXT_KINDS = frozenset({"name", "text", "status"})
 #: The unit each kind's raw value is in (what a JSON reader multiplies by).
 KIND_UNITS = {"time": "µs", "delta": "µs", "pct": "%", "bytes": "B", "flops": "FLOP"}
 
+#: A column's `Column.role`, `Column.plain` and `Column.when` choices.
+ROLES = ("", "self", "total")
+PLAIN = ("all", "text", "none")
+WHEN = ("", "nonzero", "any")
+
 #: A diff row's ``status`` as a reader says it: gone (only in a), new (only in b).
 STATUS_LABELS = {"both": "both", "only_a": "gone", "only_b": "new"}
 
@@ -113,6 +118,23 @@ class Column:
         ``""``: shown whenever the frame has it; ``"nonzero"``: only when
         some value is not 0 (device memory of a CPU run says nothing);
         ``"any"``: only when some value is known (optional kernel fields).
+    role
+        ``"self"`` or ``"total"``: the op widget shows it in that mode only
+        (its Self / Total switch); ``""``: in both. A diff column has the
+        role of the column it compares.
+    plain
+        Which plain renderers show it: ``"all"`` the text table
+        (`Profile.table()`) and the static ``text/html``; ``"text"`` the
+        text table only (the static view is the short one); ``"none"``
+        neither (the interactive views, the report and the sidebar still
+        do). Every renderer shows a new column unless it says otherwise.
+    diff
+        A diff (`ProfileDiff.ops`) compares it per step, side A, side B and
+        the change: additive columns only (`diff_ops`).
+    group
+        The op-table grouping whose key this column is (``shape``,
+        ``stack``, ``module``): the widget shows it while grouped by it, the
+        report and the static view fold it into the name or leave it out.
     """
 
     key: str
@@ -124,10 +146,19 @@ class Column:
     title_key: str | None = None
     device: bool = False
     when: str = ""
+    role: str = ""
+    plain: str = "all"
+    diff: bool = False
+    group: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"column {self.key!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        for attr, allowed in (("role", ROLES), ("plain", PLAIN), ("when", WHEN)):
+            if getattr(self, attr) not in allowed:
+                raise ValueError(
+                    f"column {self.key!r}: {attr} {getattr(self, attr)!r} is not one of {allowed}"
+                )
 
     @property
     def field(self) -> str:
@@ -330,35 +361,47 @@ _TIP_PEAK_PCT = (
 #: The op table (`Profile.ops`, `Profile.op_table`), in the order shown.
 OPS: tuple[Column, ...] = (
     Column("name", "Name", "name", 340),
-    Column("input_shapes", "Input shapes", "text", 220),
-    Column("stack", "Stack", "text", 220),
-    Column("module", "Module", "text", 220),
-    Column("calls", "Calls", "count", 70),
-    Column("self_cpu_us", "Self CPU", "time", tip=_TIP_SELF_CPU),
-    Column("self_cpu_pct", "Self CPU %", "pct", 110, "share of all self CPU time"),
-    Column("cpu_total_us", "CPU total", "time", tip=_TIP_CPU_TOTAL),
-    Column("cpu_total_pct", "CPU total %", "pct", 110, "CPU total as a share of all self CPU time"),
-    Column("cpu_mean_us", "CPU avg", "time", tip="CPU total per call"),
-    Column("self_device_us", "Self device", "time", tip=_TIP_SELF_DEVICE, device=True),
-    Column("self_device_pct", "Self device %", "pct", 120, "share of all self device time", device=True),
-    Column("device_total_us", "Device total", "time", tip=_TIP_DEVICE_TOTAL, device=True),
+    # Grouping keys: the text table lists them after the numbers; the static view folds the shapes into the name.
+    Column("input_shapes", "Input shapes", "text", 220, plain="text", group="shape"),
+    Column("stack", "Stack", "text", 220, plain="text", group="stack"),
+    Column("module", "Module", "text", 220, plain="text", group="module"),
+    Column("calls", "Calls", "count", 70, diff=True),
+    Column("self_cpu_us", "Self CPU", "time", tip=_TIP_SELF_CPU, role="self", diff=True),
+    Column("self_cpu_pct", "Self CPU %", "pct", 110, "share of all self CPU time", role="self"),
+    Column("cpu_total_us", "CPU total", "time", tip=_TIP_CPU_TOTAL, role="total", diff=True),
+    # Shares of inclusive time and inclusive memory: the interactive views' (key_averages has neither).
     Column(
-        "device_total_pct", "Device total %", "pct", 120, "device total as a share of all device time", device=True
+        "cpu_total_pct", "CPU total %", "pct", 110, "CPU total as a share of all self CPU time", role="total",
+        plain="none",
     ),
-    Column("device_mean_us", "Device avg", "time", tip="device total per call", device=True),
-    Column("self_cpu_mem_bytes", "Self CPU mem", "bytes", 100, "host memory the op allocated itself", when="nonzero"),
-    Column("cpu_mem_bytes", "CPU mem", "bytes", 100, "host memory of the op and its children", when="nonzero"),
+    Column("cpu_mean_us", "CPU avg", "time", tip="CPU total per call", role="total"),
+    Column("self_device_us", "Self device", "time", tip=_TIP_SELF_DEVICE, device=True, role="self", diff=True),
+    Column(
+        "self_device_pct", "Self device %", "pct", 120, "share of all self device time", device=True, role="self"
+    ),
+    Column(
+        "device_total_us", "Device total", "time", tip=_TIP_DEVICE_TOTAL, device=True, role="total", diff=True
+    ),
+    Column(
+        "device_total_pct", "Device total %", "pct", 120, "device total as a share of all device time", device=True,
+        role="total", plain="none",
+    ),
+    Column("device_mean_us", "Device avg", "time", tip="device total per call", device=True, role="total"),
+    Column(
+        "self_cpu_mem_bytes", "Self CPU mem", "bytes", 100, "host memory the op allocated itself", when="nonzero",
+        role="self",
+    ),
+    Column(
+        "cpu_mem_bytes", "CPU mem", "bytes", 100, "host memory of the op and its children", when="nonzero",
+        role="total", plain="none",
+    ),
     Column(
         "self_device_mem_bytes", "Self device mem", "bytes", 110, "device memory the op allocated itself",
-        when="nonzero",
+        when="nonzero", role="self",
     ),
     Column(
-        "device_mem_bytes",
-        "Device mem",
-        "bytes",
-        100,
-        "device memory of the op and its children",
-        when="nonzero",
+        "device_mem_bytes", "Device mem", "bytes", 100, "device memory of the op and its children", when="nonzero",
+        role="total", plain="none",
     ),
     Column("flops", "FLOPs", "flops", 90, "floating-point operations (recorded with --flops)"),
     Column(
@@ -370,7 +413,7 @@ OPS: tuple[Column, ...] = (
     Column("est_flops", "Est. FLOPs", "flops", 100, _TIP_EST_FLOPS, when="nonzero"),
     Column("est_flops_per_s", "Est. FLOP/s", "flops", 100, _TIP_EST_RATE_OP, unit="FLOP/s", when="any"),
     Column("est_gbps", "Est. GB/s", "number", 80, _TIP_EST_GBPS, "GB/s", when="any"),
-    Column("peak_precision", "Peak of", "text", 130, _TIP_PEAK_PRECISION, when="any"),
+    Column("peak_precision", "Peak of", "text", 130, _TIP_PEAK_PRECISION, when="any", plain="text"),
     Column("peak_pct", "% of peak", "number", 80, _TIP_PEAK_PCT, "%", device=True, when="any"),
     Column("note", "Note", "text", 220, _TIP_NOTE, when="any"),
 )  # fmt: skip
@@ -378,40 +421,48 @@ OPS: tuple[Column, ...] = (
 #: The kernel table (`Profile.kernels`: kernels, copies and memsets by name).
 KERNELS: tuple[Column, ...] = (
     Column("short_name", "Kernel", "name", 340, title_key="name"),
-    Column("kind", "Kind", "text", 70),
+    # The launch details and estimates are the interactive views' (the text table is nvprof's summary).
+    Column("kind", "Kind", "text", 70, plain="none"),
     Column("calls", "Calls", "count", 70),
     Column("total_us", "Total", "time"),
     Column("pct", "Share", "pct", 110, "share of all device time"),
-    Column("launched_by", "Launched by", "text", 160, "the op whose call launched it", when="any"),
+    Column("launched_by", "Launched by", "text", 160, "the op whose call launched it", when="any", plain="none"),
     Column("mean_us", "Mean", "time", 80),
-    Column("min_us", "Min", "time", 80),
-    Column("median_us", "Median", "time", 80),
-    Column("max_us", "Max", "time", 80),
-    Column("grid", "Grid", "text", 90, "launch grid", when="any"),
-    Column("block", "Block", "text", 90, "thread block", when="any"),
-    Column("registers", "Registers", "count", 80, "registers per thread", when="any"),
-    Column("shared_memory", "Shared mem", "bytes", 90, "shared memory per block", when="any"),
+    # The spread is in the text table; the static view is the short one.
+    Column("min_us", "Min", "time", 80, plain="text"),
+    Column("median_us", "Median", "time", 80, plain="text"),
+    Column("max_us", "Max", "time", 80, plain="text"),
+    Column("grid", "Grid", "text", 90, "launch grid", when="any", plain="none"),
+    Column("block", "Block", "text", 90, "thread block", when="any", plain="none"),
+    Column("registers", "Registers", "count", 80, "registers per thread", when="any", plain="none"),
+    Column("shared_memory", "Shared mem", "bytes", 90, "shared memory per block", when="any", plain="none"),
     Column(
         "occupancy", "Occupancy %", "number", 90,
         "estimated achieved occupancy (– where Kineto could not estimate it: over 48 KiB shared memory per block)",
-        unit="%", when="any",
+        unit="%", when="any", plain="none",
     ),
     Column(
         "tensor_cores", "Tensor cores", "text", 90,
         "whether the kernel's name says it runs on tensor (matrix) cores: yes, no, or blank where it does not tell",
-        when="any",
+        when="any", plain="none",
     ),
-    Column("bandwidth_gbps", "GB/s", "number", 70, "memory bandwidth of copies and memsets", "GB/s", when="any"),
+    Column(
+        "bandwidth_gbps", "GB/s", "number", 70, "memory bandwidth of copies and memsets", "GB/s", when="any",
+        plain="none",
+    ),
     Column(
         "launch_delay_us", "Launch delay", "time", 100, "mean time from the launch call to the kernel start",
-        when="any",
+        when="any", plain="none",
     ),
-    Column("est_flops", "Est. FLOPs", "flops", 100, _TIP_EST_FLOPS_KERNEL, when="nonzero"),
-    Column("est_flops_per_s", "Est. FLOP/s", "flops", 100, _TIP_EST_RATE_KERNEL, unit="FLOP/s", when="any"),
-    Column("est_gbps", "Est. GB/s", "number", 80, _TIP_EST_GBPS, "GB/s", when="any"),
-    Column("intensity", "FLOP/byte", "number", 80, _TIP_INTENSITY, when="any"),
-    Column("peak_precision", "Peak of", "text", 130, _TIP_PEAK_PRECISION, when="any"),
-    Column("peak_pct", "% of peak", "number", 80, _TIP_PEAK_PCT, "%", when="any"),
+    Column("est_flops", "Est. FLOPs", "flops", 100, _TIP_EST_FLOPS_KERNEL, when="nonzero", plain="none"),
+    Column(
+        "est_flops_per_s", "Est. FLOP/s", "flops", 100, _TIP_EST_RATE_KERNEL, unit="FLOP/s", when="any",
+        plain="none",
+    ),
+    Column("est_gbps", "Est. GB/s", "number", 80, _TIP_EST_GBPS, "GB/s", when="any", plain="none"),
+    Column("intensity", "FLOP/byte", "number", 80, _TIP_INTENSITY, when="any", plain="none"),
+    Column("peak_precision", "Peak of", "text", 130, _TIP_PEAK_PRECISION, when="any", plain="none"),
+    Column("peak_pct", "% of peak", "number", 80, _TIP_PEAK_PCT, "%", when="any", plain="none"),
     Column("note", "Note", "text", 220, _TIP_NOTE, when="any"),
 )  # fmt: skip
 
@@ -541,29 +592,51 @@ def _status(a: str, b: str) -> Column:
 _RATIO_TIP = "{b} / {a}{what}; – where one side has none (the status says new or gone)"
 
 
+def diff_metrics(table: Iterable[Column] | None = None) -> tuple[str, ...]:
+    """The columns of ``table`` (the op table's by default) a diff compares (`Column.diff`), in order."""
+    return tuple(c.key for c in (OPS if table is None else table) if c.diff)
+
+
+def _delta_title(title: str) -> str:
+    # "Self CPU" -> "Δ self CPU"; an acronym ("CPU total") keeps its capitals.
+    first = title.split(" ", 1)[0]
+    return "Δ " + (title if first.isupper() else title[:1].lower() + title[1:])
+
+
+def _compared(c: Column, a: str, b: str) -> list[Column]:
+    """The diff columns of one compared op column: side a, side b, and (but for counts) the change."""
+    if c.kind == "count":
+        # Calls per step can be fractional; their change says little beside the times'.
+        return [
+            Column(f"{c.key}_a", f"{c.title} {a}", "calls", 80, device=c.device, role=c.role),
+            Column(f"{c.key}_b", f"{c.title} {b}", "calls", 90, device=c.device, role=c.role),
+        ]
+    delta = "delta" if c.kind == "time" else c.kind
+    return [
+        Column(f"{c.key}_a", f"{c.title} {a}", c.kind, 100, device=c.device, role=c.role, unit=c.unit),
+        Column(f"{c.key}_b", f"{c.title} {b}", c.kind, 110, device=c.device, role=c.role, unit=c.unit),
+        Column(
+            f"{c.key}_delta", _delta_title(c.title), delta, 100, device=c.device, role=c.role, unit=c.unit
+        ),
+    ]
+
+
 def diff_ops(a: str = "A", b: str = "B") -> list[Column]:
     """The op diff table (`ProfileDiff.ops`), sides titled ``a`` and ``b`` (eager / compiled).
 
-    ``label`` (shown when some op has one) reads the names torch.compile
-    makes: ``compiled graph f3a9c0de`` for ``## Call CompiledFxGraph … ##``.
+    Each op column marked `Column.diff` gives side a, side b and the change
+    (`diff_metrics`). ``label`` (shown when some op has one) reads the names
+    torch.compile makes: ``compiled graph f3a9c0de`` for
+    ``## Call CompiledFxGraph … ##``.
     """
     cols = [
         Column("name", "Name", "name", 340),
         Column("label", "Reads as", "text", 220, "what a name torch.compile made stands for", when="any"),
         _status(a, b),
     ]
-    cols += [Column("calls_a", f"Calls {a}", "calls", 80), Column("calls_b", f"Calls {b}", "calls", 90)]
-    for key, title, delta, device in (
-        ("self_cpu_us", "Self CPU", "Δ self CPU", False),
-        ("cpu_total_us", "CPU total", "Δ CPU total", False),
-        ("self_device_us", "Self device", "Δ self device", True),
-        ("device_total_us", "Device total", "Δ device total", True),
-    ):
-        cols += [
-            Column(f"{key}_a", f"{title} {a}", "time", 100, device=device),
-            Column(f"{key}_b", f"{title} {b}", "time", 110, device=device),
-            Column(f"{key}_delta", delta, "delta", 100, device=device),
-        ]
+    for c in OPS:
+        if c.diff:
+            cols += _compared(c, a, b)
     cols.append(
         Column("ratio", f"{b} / {a}", "ratio", 100, _RATIO_TIP.format(a=a, b=b, what=" of the sorted metric"))
     )

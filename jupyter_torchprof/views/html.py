@@ -20,10 +20,20 @@ from .. import columns
 from ..columns import format_cell
 from ..format import ellipsize, esc, totals_label
 from .notes_view import NOTE_KEY, explanations_html, note_links_html
-from .text import TEXT_KERNEL_EXTRA_KEYS, op_columns, summary_line
+from .text import (
+    NVPROF_KERNEL_KEYS,
+    kernel_columns,
+    op_columns,
+    op_extra_columns,
+    plain_columns,
+    summary_line,
+)
 
-#: The kernel columns of the static view (the top of the table, short).
-HTML_KERNEL_KEYS = ("short_name", "calls", "total_us", "mean_us", "pct")
+#: The kernel columns of the static view shown whenever the table has them
+#: (the short top of the table: the catalog's ``plain="all"`` columns).
+HTML_KERNEL_KEYS = tuple(
+    c.key for c in plain_columns(columns.KERNELS, NVPROF_KERNEL_KEYS, True) if not c.when
+)
 
 _STYLE = """
 <style>
@@ -78,8 +88,8 @@ def table_html(
 def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20, steps: int | None = None) -> str:
     """Top rows of the op table as static HTML (``steps``: named in the caption)."""
     shown = table.head(row_limit) if row_limit and row_limit > 0 else table
-    # The Note column where a row shown has a note.
-    cols = op_columns(table, device) + columns.shown(columns.pick(columns.OPS, [NOTE_KEY]), shown, device)
+    # The text columns (the notes) where a row shown has a value.
+    cols = op_columns(table, device, static=True) + op_extra_columns(shown, device, static=True)
     rows, titles = [], []
     for d in shown.to_dict("records"):
         name = str(d["name"])
@@ -100,8 +110,7 @@ def ops_html(table: pd.DataFrame, device: bool, row_limit: int = 20, steps: int 
 def kernels_html(table: pd.DataFrame, row_limit: int = 10, steps: int | None = None) -> str:
     """Top rows of the kernel table as static HTML (``steps``: named in the caption)."""
     shown = table.head(row_limit) if row_limit and row_limit > 0 else table
-    cols = columns.pick(columns.KERNELS, HTML_KERNEL_KEYS)
-    cols += columns.shown(columns.pick(columns.KERNELS, TEXT_KERNEL_EXTRA_KEYS), shown)
+    cols = kernel_columns(shown, static=True)
     rows = [[_cell(c, d) for c in cols] for d in shown.to_dict("records")]
     titles = [str(n) for n in shown["name"]]
     caption = f"Kernels · {totals_label(steps)}" if steps is not None else "Kernels"

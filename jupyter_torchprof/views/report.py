@@ -157,17 +157,12 @@ def table_html(
 # sections of one profile
 
 
-#: The op columns of the report (the shares of inclusive time are the widget's own).
-REPORT_OP_KEYS = tuple(c.key for c in columns.OPS if c.key not in ("input_shapes", "stack", "module"))
-#: The op diff columns of the report: self times only.
-REPORT_DIFF_OP_KEYS = ("name", "status", "calls_a", "calls_b", "self_cpu_us_a", "self_cpu_us_b")
-REPORT_DIFF_OP_KEYS += (
-    "self_cpu_us_delta",
-    "self_device_us_a",
-    "self_device_us_b",
-    "self_device_us_delta",
-    "ratio",
-)
+#: The op columns of the report: the catalog's, but for the grouping keys
+#: (`Column.group`: the report's op table is grouped by name).
+REPORT_OP_KEYS = tuple(c.key for c in columns.OPS if not c.group)
+#: The op diff columns of the report: self times only (`Column.role`), and
+#: no "Reads as" (the widget's, beside torch.compile's names).
+REPORT_DIFF_OP_KEYS = tuple(c.key for c in columns.diff_ops() if c.role != "total" and c.key != "label")
 
 
 def _op_columns(profile: Profile, ops: pd.DataFrame) -> list[Column]:

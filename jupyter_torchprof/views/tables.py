@@ -521,7 +521,9 @@ def match_names(names: pd.Series, pattern: str) -> tuple[np.ndarray, str]:
 # op table
 
 
-_GROUP_FIELD = {"shape": "input_shapes", "stack": "stack", "module": "module"}
+#: The op-table column each grouping adds (`Column.group`), and each column's Self / Total mode (`Column.role`).
+_GROUP_FIELD = {c.group: c.key for c in catalog.OPS if c.group}
+_OP_ROLES = {c.key: c.role for c in catalog.OPS}
 
 
 def _shown_parts(table: OpTable | KernelTable, what: str, by: str) -> list[str]:
@@ -689,15 +691,9 @@ class OpTable:
         group_field = _GROUP_FIELD.get(self.group_by)
         if field in _GROUP_FIELD.values():
             return field == group_field
-        self_only = {"self_cpu_us", "self_cpu_pct", "self_device_us", "self_device_pct"}
-        self_only |= {"self_cpu_mem_bytes", "self_device_mem_bytes"}
-        total_only = {"cpu_total_us", "cpu_total_pct", "device_total_us", "device_total_pct"}
-        total_only |= {"cpu_mem_bytes", "device_mem_bytes", "cpu_mean_us", "device_mean_us"}
-        if field in self_only:
-            return self.mode == "self"
-        if field in total_only:
-            return self.mode == "total"
-        return True
+        # The catalog says which mode shows a column (`Column.role`): self or total times, or both.
+        role = _OP_ROLES.get(field, "")
+        return not role or role == self.mode
 
     def _apply_visibility(self) -> None:
         for col in self.model.columns:

@@ -35,7 +35,8 @@ def summary_line(summary: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-#: The op columns of key_averages' table, in its order (times first, calls last).
+#: The op columns of key_averages' table, in its order (times first, calls
+#: last): the text table leads with those the catalog lets it show.
 KEY_AVERAGES_OP_KEYS = (
     "self_cpu_pct",
     "self_cpu_us",
@@ -51,42 +52,55 @@ KEY_AVERAGES_OP_KEYS = (
     "flops_per_s",
     "calls",
 )
-#: Op columns of the catalog the text table leaves to the interactive view:
-#: shares of inclusive time (its own), inclusive memory.
-TEXT_OP_LEFT_OUT = frozenset(
-    {"name", "cpu_total_pct", "device_total_pct", "cpu_mem_bytes", "device_mem_bytes"}
-)
-#: The numeric op columns of the text table: key_averages' first, then any
-#: other of the catalog's, in its order (a column added there shows here).
-TEXT_OP_KEYS = KEY_AVERAGES_OP_KEYS + tuple(
-    c.key
-    for c in columns.OPS
-    if c.numeric and c.key not in KEY_AVERAGES_OP_KEYS and c.key not in TEXT_OP_LEFT_OUT
-)
+#: The kernel columns nvprof's summary leads with, in its order.
+NVPROF_KERNEL_KEYS = ("short_name", "calls", "total_us", "mean_us", "min_us", "median_us", "max_us", "pct")
+
+
+def plain_columns(catalog: Sequence[Column], lead: Sequence[str] = (), static: bool = False) -> list[Column]:
+    """The catalog columns a plain renderer shows (`Column.plain`): those of ``lead`` first, in its order.
+
+    ``static``: the short static ``text/html`` (``plain="all"``), else the
+    text table (``"all"`` or ``"text"``). The rest follow in catalog order,
+    so a column added to the catalog shows here unless it says otherwise.
+    """
+    allowed = ("all",) if static else ("all", "text")
+    ok = [c for c in catalog if c.plain in allowed]
+    by_key = {c.key: c for c in ok}
+    first = [by_key[k] for k in lead if k in by_key]
+    return first + [c for c in ok if c not in first]
+
+
+def _op_plain(static: bool = False) -> list[Column]:
+    # The name leads every row apart; the grouping keys are text after the numbers.
+    return [c for c in plain_columns(columns.OPS, KEY_AVERAGES_OP_KEYS, static) if c.kind != "name"]
+
+
+#: The numeric op columns of the text table: key_averages' first, then the
+#: catalog's other numbers in its order.
+TEXT_OP_KEYS = tuple(c.key for c in _op_plain() if c.numeric)
 #: The text op columns, after the numbers (shapes, stack, module, notes): the catalog's, in its order.
-TEXT_OP_EXTRA_KEYS = tuple(c.key for c in columns.OPS if not c.numeric and c.key not in TEXT_OP_LEFT_OUT)
-#: The kernel columns of the text table.
-TEXT_KERNEL_KEYS = ("short_name", "calls", "total_us", "mean_us", "min_us", "median_us", "max_us", "pct")
-#: Kernel columns shown after those where some row has a value (the notes).
-TEXT_KERNEL_EXTRA_KEYS = ("note",)
+TEXT_OP_EXTRA_KEYS = tuple(c.key for c in _op_plain() if not c.numeric)
+#: The kernel columns of the text table shown whenever the table has them...
+TEXT_KERNEL_KEYS = tuple(c.key for c in plain_columns(columns.KERNELS, NVPROF_KERNEL_KEYS) if not c.when)
+#: ...and those shown where some row has a value (the notes).
+TEXT_KERNEL_EXTRA_KEYS = tuple(c.key for c in plain_columns(columns.KERNELS, NVPROF_KERNEL_KEYS) if c.when)
 #: Characters a text cell of the extra columns takes at most.
 EXTRA_CHARS = 60
 
 
-def op_columns(table: pd.DataFrame, device: bool) -> list[Column]:
-    """The catalog's op columns the text table shows for ``table`` (name and extras apart)."""
-    return columns.shown(columns.pick(columns.OPS, TEXT_OP_KEYS), table, device)
+def op_columns(table: pd.DataFrame, device: bool, static: bool = False) -> list[Column]:
+    """The catalog's numeric op columns a plain table shows for ``table`` (name and text columns apart)."""
+    return columns.shown([c for c in _op_plain(static) if c.numeric], table, device)
 
 
-def op_extra_columns(table: pd.DataFrame, device: bool) -> list[Column]:
-    """The text columns the text table shows after the numbers (`TEXT_OP_EXTRA_KEYS`) for the rows ``table``."""
-    return columns.shown(columns.pick(columns.OPS, TEXT_OP_EXTRA_KEYS), table, device)
+def op_extra_columns(table: pd.DataFrame, device: bool, static: bool = False) -> list[Column]:
+    """The text columns a plain table shows after the numbers for the rows ``table`` (`Column.plain`)."""
+    return columns.shown([c for c in _op_plain(static) if not c.numeric], table, device)
 
 
-def kernel_columns(table: pd.DataFrame) -> list[Column]:
-    """The catalog's kernel columns the text table shows for ``table``."""
-    extra = columns.shown(columns.pick(columns.KERNELS, TEXT_KERNEL_EXTRA_KEYS), table)
-    return columns.pick(columns.KERNELS, TEXT_KERNEL_KEYS) + extra
+def kernel_columns(table: pd.DataFrame, static: bool = False) -> list[Column]:
+    """The catalog's kernel columns a plain table shows for ``table`` (``static``: the short static view)."""
+    return columns.shown(plain_columns(columns.KERNELS, NVPROF_KERNEL_KEYS, static), table)
 
 
 #: The name column gives way first, down to this many characters, before a column is hidden.
@@ -282,7 +296,8 @@ def kernel_table_text(
     shown = table if row_limit is None or row_limit <= 0 else table.head(row_limit)
     cols = kernel_columns(shown)
     headers = [c.title for c in cols]
-    cut = [c.key in TEXT_KERNEL_EXTRA_KEYS for c in cols]
+    # Text after the name (the notes) is cut to a readable length; the name gives way to fit.
+    cut = [i > 0 and not c.numeric for i, c in enumerate(cols)]
     rows = [
         [
             ellipsize(cell, EXTRA_CHARS) if short else cell
