@@ -98,21 +98,14 @@ def unload_ipython_extension(ipython: Any) -> None:
     """Nothing to undo beyond what IPython does itself."""
 
 
-def _views() -> Any:
-    from .views import display
-
-    return display
-
-
 def _export() -> Any:
     from . import export
 
     return export
 
 
-# This module sees every layer, so it is where results learn which modules
-# show and write them (see `results.seams`); nothing is imported until asked.
-_seams.provide("views", _views)
+# Left for `results.load` (which writes a run's table cache) until that moves
+# into `runs/`; results reach the views through `presentation`.
 _seams.provide("export", _export)
 
 

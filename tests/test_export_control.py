@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from jupyter_torchprof.views.export_control import ExportControl, run_stem
+from jupyter_torchprof import export_menu
+from jupyter_torchprof.export_menu import run_stem
+from jupyter_torchprof.views.export_control import ExportControl
 
 
 def _runs(shell, n: int):
@@ -30,7 +32,7 @@ def test_two_runs_of_one_cell_get_their_own_names(shell):
 
 def test_the_hint_names_the_file_the_click_writes(shell, tmp_path):
     (p,) = _runs(shell, 1)
-    control = ExportControl(p)
+    control = ExportControl(p, export_menu)
     try:
         for _ in range(3):
             promised = _hint_name(control)
@@ -48,7 +50,7 @@ def test_the_hint_names_the_file_the_click_writes(shell, tmp_path):
 
 def test_an_html_report_says_how_to_see_it_in_jupyterlab(shell):
     (p,) = _runs(shell, 1)
-    control = ExportControl(p)
+    control = ExportControl(p, export_menu)
     try:
         control.menu.value = next(c.key for c in control.choices if c.suffix == ".html")
         path = control.run()

@@ -286,11 +286,12 @@ def _html(control) -> str:
 
 
 def test_export_control_writes_into_the_working_folder(gp100, tmp_path, monkeypatch):
+    from jupyter_torchprof import export_menu
     from jupyter_torchprof.views.export_control import ExportControl
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    control = ExportControl(gp100)
+    control = ExportControl(gp100, export_menu)
     # gzip-compressed trace by default; the size is said before writing.
     assert control.choice.suffix == ".json.gz"
     src = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
@@ -328,11 +329,10 @@ def test_export_control_writes_into_the_working_folder(gp100, tmp_path, monkeypa
 def test_export_link_downloads_through_the_view_widget(gp100, tmp_path, monkeypatch):
     """The link asks the kernel for the file over the widget's messages: any host can save it."""
     from jupyter_torchprof.views import surface as surface_module
-    from jupyter_torchprof.views.widget import ProfileView
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(surface_module, "CHUNK", 1000)  # several pieces, as a big trace would be
-    view = ProfileView(gp100)
+    view = gp100.view()
     widget = view.widget()
     sent = []
     widget.send = lambda content, buffers=None: sent.append((content, buffers or []))
@@ -364,11 +364,12 @@ def test_export_link_downloads_through_the_view_widget(gp100, tmp_path, monkeypa
 
 
 def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
+    from jupyter_torchprof import export_menu
     from jupyter_torchprof.views.export_control import ExportControl
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "torchprof-exports").write_text("a file where the folder should be")
-    control = ExportControl(gp100)
+    control = ExportControl(gp100, export_menu)
     assert control.run() is None
     out = {"text/plain": control.plain, "text/html": control.result.value}
     assert out["text/plain"].count("\n") == 0
@@ -381,7 +382,7 @@ def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
     locked.chmod(0o500)
     folder = locked if not os.access(locked, os.W_OK) else Path("/sys")
     try:
-        control = ExportControl(gp100, folder=folder)
+        control = ExportControl(gp100, export_menu, folder=folder)
         assert control.run() is None
         line = control.plain
         assert line.count("\n") == 0 and re.search("(?i)permission denied|cannot", line), line
@@ -390,13 +391,14 @@ def test_export_control_errors_are_one_line(gp100, tmp_path, monkeypatch):
     assert list(locked.iterdir()) == []
     # A profile without a trace file: the trace cannot be exported, and says so.
     gp100.meta.path = None
-    control = ExportControl(gp100, folder=tmp_path)
+    control = ExportControl(gp100, export_menu, folder=tmp_path)
     assert control.run() is None
     assert "no trace file" in control.plain
 
 
 def test_export_control_warns_about_chrome_tracing(tmp_path, monkeypatch):
     """A trace above ~256 MB of JSON: the size and the warning come before and after writing."""
+    from jupyter_torchprof import export_menu
     from jupyter_torchprof.views.export_control import ExportControl
 
     src = real_trace("gp100_sgd_step_user_annotation.pt.trace.json.gz")
@@ -413,7 +415,7 @@ def test_export_control_warns_about_chrome_tracing(tmp_path, monkeypatch):
         fh.write(doc[-1:])
     profile = load(str(big))
     monkeypatch.chdir(tmp_path)
-    control = ExportControl(profile)
+    control = ExportControl(profile, export_menu)
     assert "chrome://tracing" in control.hint.value
     path = control.run()
     assert path is not None and path.read_bytes() == big.read_bytes()
@@ -425,16 +427,23 @@ def test_view_has_the_export_control(gp100, tmp_path, monkeypatch):
     from jupyter_torchprof.views.widget import ProfileView
 
     monkeypatch.chdir(tmp_path)
-    view = ProfileView(gp100)
+    view = gp100.view()  # what a user gets: the view with the export menu passed in
     try:
         assert view.export.box in view.root.children
         assert view.export.run().exists()
     finally:
         view.close()
+    # Built without an export menu (views never import export), a view has no Export control.
+    bare = ProfileView(gp100)
+    try:
+        assert bare.export is None
+        assert not any("jp-TorchProf-export" in n.classes for n in bare.root.children)
+    finally:
+        bare.close()
 
 
 def test_export_into_refuses_to_overwrite(gp100, tmp_path):
-    from jupyter_torchprof.views.export_control import choices, export_into
+    from jupyter_torchprof.export_menu import choices, export_into
 
     html = next(c for c in choices(gp100) if c.key == "html")
     a, _ = export_into(gp100, html, tmp_path)

@@ -10,7 +10,6 @@ import pandas as pd
 
 from .. import columns
 from ..format import fmt_time
-from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis.compile_stats import CompileStats
@@ -116,7 +115,9 @@ class Comparison:
         Existing files are kept unless ``force``. Returns an
         `export.ExportResult` (the files written and what to know about them).
         """
-        return seams.exporter().export_comparison(self, path, force=force, table=table)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.export_comparison(self, path, force, table)
 
     # ------------------------------------------------------------------ #
 
@@ -166,8 +167,12 @@ class Comparison:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return seams.views().comparison_bundle(self, include, exclude)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.comparison_bundle(self, include, exclude)
 
     def _display_(self) -> Any:
         # marimo's hook (it has no ipykernel): eager | compiled | diff as one anywidget.
-        return seams.views().hosted_comparison(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.hosted_comparison(self)

@@ -31,7 +31,6 @@ from ..columns import sort_column
 from ..trace import categories as K
 from ..trace.files import parse_trace
 from ..trace.parser import TraceData, TraceMeta, read_flows
-from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .profile_diff import ProfileDiff
@@ -568,7 +567,9 @@ class Profile:
         `export.ExportResult` (the files written, and what to know about them);
         see `export.export`.
         """
-        return seams.exporter().export(self, path, force=force, table=table)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.export_profile(self, path, force, table)
 
     def diff(self, other: Profile, labels: tuple[str, str] | None = None) -> ProfileDiff:
         """Compare this profile (baseline) with ``other``, per op, per kernel, per step."""
@@ -616,21 +617,29 @@ class Profile:
             not times are hidden from the right next, and times (from the
             right, never the sort column) only when they still do not fit.
         """
-        return seams.views().profile_text(self, sort, row_limit, kernels, findings, width)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.profile_text(self, sort, row_limit, kernels, findings, width)
 
     def __repr__(self) -> str:
         s = self.summary
         return f"<Profile {self.name!r}: {s['device']}, {s['steps']} steps, {s['events']} events>"
 
     def _repr_html_static(self) -> str:
-        return seams.views().profile_static_html(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.profile_static_html(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return seams.views().profile_bundle(self, include, exclude)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.profile_bundle(self, include, exclude)
 
     def _display_(self) -> Any:
         # marimo's hook (it has no ipykernel): the interactive view as one anywidget.
-        return seams.views().hosted_profile(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.hosted_profile(self)
 
     def view(self, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
         """The interactive view (one widget with bokeh figures): tables, timeline, memory.
@@ -646,4 +655,6 @@ class Profile:
             machinery (ipykernel, tornado, IPython, torchprof's own threads),
             hidden by default so the cell's own frames show.
         """
-        return seams.views().profile_widget(self, max_glyphs=max_glyphs, all_frames=all_frames)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.profile_widget(self, max_glyphs, all_frames)

@@ -14,7 +14,6 @@ from .. import columns
 from ..analysis import diff as diff_mod
 from ..analysis.names import readable_op
 from ..format import fmt_time
-from . import seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .profile import Profile
@@ -146,7 +145,9 @@ class ProfileDiff:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return seams.views().diff_bundle(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.diff_bundle(self)
 
 
 def went_through_compile(p: Profile) -> bool:

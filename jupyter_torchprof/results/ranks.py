@@ -16,7 +16,6 @@ from .profile import Profile
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.parser import TraceMeta
     from .digest import RankDigest
-from . import seams
 
 
 class _Loaded:
@@ -303,21 +302,29 @@ class RankSet:
 
     def text(self) -> str:
         """The cross-rank table as text."""
-        return seams.views().rankset_text(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.rankset_text(self)
 
     def __repr__(self) -> str:
         return f"<RankSet {self.name!r}: ranks {self.ranks}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return seams.views().rankset_bundle(self, include, exclude)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.rankset_bundle(self, include, exclude)
 
     def _display_(self) -> Any:
         # marimo's hook (it has no ipykernel): every rank side by side as one anywidget.
-        return seams.views().hosted_rankset(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.hosted_rankset(self)
 
     def view(self) -> Any:
         """The interactive view: a bar and a row per rank, the straggler verdict, a click into any rank.
 
         Display it in a notebook cell; ``%torchprof --load <folder>`` shows it by itself.
         """
-        return seams.views().rankset_widget(self)
+        from .. import presentation  # a presentation hook (see `presentation`)
+
+        return presentation.rankset_widget(self)

@@ -30,11 +30,6 @@ def _get(role: str) -> ModuleType:
         ) from None
 
 
-def views() -> ModuleType:
-    """`views.display`: every way a result is shown (text, static HTML, mimebundle, widget)."""
-    return _get("views")
-
-
 def exporter() -> ModuleType:
     """`export`: every file a result writes."""
     return _get("export")

@@ -22,6 +22,7 @@ from .widget import OneWidget, ProfileView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
+    from .export_control import ExportMenu
 
 
 def _table_pane(model: Any, cls: str) -> W.Node:
@@ -51,8 +52,9 @@ def diff_rows(table: pd.DataFrame, pattern: str = "") -> tuple[pd.DataFrame, str
 class ComparisonView(OneWidget):
     """Eager | compiled | diff for a `Comparison`: one widget, like `ProfileView`."""
 
-    def __init__(self, comparison: Comparison) -> None:
+    def __init__(self, comparison: Comparison, export_menu: ExportMenu | None = None) -> None:
         self.comparison = comparison
+        self._export_menu = export_menu  # each side's view has its own Export control
         self._views: dict[str, Any] = {}
         self._surface: Any = None
         options = []
@@ -102,9 +104,9 @@ class ComparisonView(OneWidget):
     def _show(self, which: str) -> None:
         if which not in self._views:
             if which == "eager":
-                self._views[which] = ProfileView(self.comparison.eager)
+                self._views[which] = ProfileView(self.comparison.eager, export_menu=self._export_menu)
             elif which == "compiled":
-                self._views[which] = ProfileView(self.comparison.compiled)
+                self._views[which] = ProfileView(self.comparison.compiled, export_menu=self._export_menu)
             else:
                 self._views[which] = self._diff_page()
         view = self._views[which]

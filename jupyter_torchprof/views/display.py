@@ -3,8 +3,9 @@
 Every result's mimebundle carries ``text/plain`` and a static ``text/html``
 (a terminal IPython, nbconvert and notebook viewers read those), and the
 interactive widget joins them where a widget frontend can show it: it never
-replaces them. `results.seams` routes a result's ``_repr_mimebundle_``,
-``table()`` and ``view()`` here.
+replaces them. A result's ``_repr_mimebundle_``, ``table()`` and ``view()``
+come here through `jupyter_torchprof.presentation`, which also hands the
+views the export menu (views never import export).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..results.profile import Profile
     from ..results.profile_diff import ProfileDiff
     from ..results.ranks import RankSet
+    from .export_control import ExportMenu
 
 _STATIC = '<div class="jp-TorchProf-static">{}</div>'
 
@@ -77,20 +79,27 @@ def profile_static_html(profile: Profile) -> str:
     return insert_findings(page, findings_html(profile.findings))
 
 
-def profile_bundle(profile: Profile, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+def profile_bundle(
+    profile: Profile, include: Any = None, exclude: Any = None, export_menu: ExportMenu | None = None
+) -> dict[str, Any]:
     """Text, static HTML and (where it can show) the interactive view of a profile."""
     from .interactive import interactive_bundle
 
     bundle = {"text/plain": profile_text(profile), "text/html": profile_static_html(profile)}
-    bundle.update(interactive_bundle(profile, include, exclude))
+    bundle.update(interactive_bundle(profile, include, exclude, export_menu))
     return bundle
 
 
-def profile_widget(profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False) -> Any:
+def profile_widget(
+    profile: Profile,
+    max_glyphs: int = 100_000,
+    all_frames: bool = False,
+    export_menu: ExportMenu | None = None,
+) -> Any:
     """The interactive view (one widget with bokeh figures); see `Profile.view`."""
     from .widget import ProfileView
 
-    return ProfileView(profile, max_glyphs=max_glyphs, all_frames=all_frames)
+    return ProfileView(profile, max_glyphs=max_glyphs, all_frames=all_frames, export_menu=export_menu)
 
 
 # --------------------------------------------------------------------------- #
@@ -104,7 +113,9 @@ def diff_bundle(diff: ProfileDiff) -> dict[str, Any]:
     return {"text/plain": text, "text/html": _STATIC.format(rows)}
 
 
-def comparison_bundle(comparison: Comparison, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+def comparison_bundle(
+    comparison: Comparison, include: Any = None, exclude: Any = None, export_menu: ExportMenu | None = None
+) -> dict[str, Any]:
     """An eager vs compiled comparison: headline, both static profiles, and the toggle widget."""
     from .interactive import comparison_widget_part
 
@@ -121,7 +132,7 @@ def comparison_bundle(comparison: Comparison, include: Any = None, exclude: Any 
         if p is not None:
             parts.append(f"<h4>{esc(label)}</h4>" + profile_static_html(p))
     bundle = {"text/plain": comparison.text(), "text/html": "".join(parts)}
-    bundle.update(comparison_widget_part(comparison, include, exclude))
+    bundle.update(comparison_widget_part(comparison, include, exclude, export_menu))
     return bundle
 
 
@@ -139,7 +150,9 @@ def rankset_text(ranks: RankSet) -> str:
     return text + "\n" + found if found else text
 
 
-def rankset_bundle(ranks: RankSet, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+def rankset_bundle(
+    ranks: RankSet, include: Any = None, exclude: Any = None, export_menu: ExportMenu | None = None
+) -> dict[str, Any]:
     """The cross-rank table as text and static HTML, and the rank view where widgets show (`views.rank_view`)."""
     from .findings import findings_html
     from .html import table_html
@@ -153,7 +166,7 @@ def rankset_bundle(ranks: RankSet, include: Any = None, exclude: Any = None) -> 
     from .interactive import rankset_widget_part
 
     bundle = {"text/plain": rankset_text(ranks), "text/html": _STATIC.format(body)}
-    bundle.update(rankset_widget_part(ranks, include, exclude))
+    bundle.update(rankset_widget_part(ranks, include, exclude, export_menu))
     return bundle
 
 
@@ -174,30 +187,30 @@ class _Static:
         return self.bundle.get("text/plain", "")
 
 
-def hosted_profile(profile: Profile) -> Any:
+def hosted_profile(profile: Profile, export_menu: ExportMenu | None = None) -> Any:
     """What a profile shows through marimo's ``_display_`` hook: its one widget (see `_hosted`)."""
-    return _hosted(profile, lambda: profile_widget(profile).widget())
+    return _hosted(profile, lambda: profile_widget(profile, export_menu=export_menu).widget())
 
 
-def hosted_comparison(comparison: Comparison) -> Any:
+def hosted_comparison(comparison: Comparison, export_menu: ExportMenu | None = None) -> Any:
     """What a comparison shows through marimo's ``_display_`` hook: its one widget (see `_hosted`)."""
     from .compare import ComparisonView
 
-    return _hosted(comparison, lambda: ComparisonView(comparison).widget())
+    return _hosted(comparison, lambda: ComparisonView(comparison, export_menu).widget())
 
 
-def rankset_widget(ranks: RankSet) -> Any:
+def rankset_widget(ranks: RankSet, export_menu: ExportMenu | None = None) -> Any:
     """The interactive view of a rank set (`views.rank_view.RankView`); see `RankSet.view`."""
     from .rank_view import RankView
 
-    return RankView(ranks)
+    return RankView(ranks, export_menu)
 
 
-def hosted_rankset(ranks: RankSet) -> Any:
+def hosted_rankset(ranks: RankSet, export_menu: ExportMenu | None = None) -> Any:
     """What a rank set shows through marimo's ``_display_`` hook: its one widget (see `_hosted`)."""
     from .rank_view import RankView
 
-    return _hosted(ranks, lambda: RankView(ranks).widget())
+    return _hosted(ranks, lambda: RankView(ranks, export_menu).widget())
 
 
 def _hosted(result: Any, build: Any) -> Any:

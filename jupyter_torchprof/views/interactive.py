@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..results.comparison import Comparison
     from ..results.profile import Profile
     from ..results.ranks import RankSet
+    from .export_control import ExportMenu
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -60,7 +61,9 @@ def shown_in(display_id: str) -> Iterator[None]:
         _DISPLAY_ID.reset(token)
 
 
-def interactive_bundle(profile: Profile, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+def interactive_bundle(
+    profile: Profile, include: Any = None, exclude: Any = None, export_menu: ExportMenu | None = None
+) -> dict[str, Any]:
     """The widget part of a profile's mimebundle ({} where widgets cannot show).
 
     A failure to build the view never hides the profile: it is reported as a
@@ -70,31 +73,33 @@ def interactive_bundle(profile: Profile, include: Any = None, exclude: Any = Non
     def build() -> Any:
         from .widget import ProfileView
 
-        return ProfileView(profile)
+        return ProfileView(profile, export_menu=export_menu)
 
     return _widget_part(build, "the interactive view", "the static table", include, exclude)
 
 
 def comparison_widget_part(
-    comparison: Comparison, include: Any = None, exclude: Any = None
+    comparison: Comparison, include: Any = None, exclude: Any = None, export_menu: ExportMenu | None = None
 ) -> dict[str, Any]:
     """The eager | compiled | diff widget part of a comparison's mimebundle ({} where it cannot show)."""
 
     def build() -> Any:
         from .compare import ComparisonView
 
-        return ComparisonView(comparison)
+        return ComparisonView(comparison, export_menu)
 
     return _widget_part(build, "the comparison view", "static tables", include, exclude)
 
 
-def rankset_widget_part(ranks: RankSet, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+def rankset_widget_part(
+    ranks: RankSet, include: Any = None, exclude: Any = None, export_menu: ExportMenu | None = None
+) -> dict[str, Any]:
     """The rank view's part of a rank set's mimebundle ({} where it cannot show); see `views.rank_view`."""
 
     def build() -> Any:
         from .rank_view import RankView
 
-        return RankView(ranks)
+        return RankView(ranks, export_menu)
 
     return _widget_part(build, "the rank view", "the static table", include, exclude)
 

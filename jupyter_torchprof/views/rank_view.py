@@ -27,6 +27,7 @@ from .widget import OneWidget, ProfileView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.ranks import RankSet
+    from .export_control import ExportMenu
 
 #: The columns of the view's table: the catalog's cross-rank columns, with the
 #: two ratios apart (the text table writes them in one cell).
@@ -119,8 +120,9 @@ def rank_chart(frame: pd.DataFrame) -> tuple[Any, Any]:
 class RankView(OneWidget):
     """The interactive view of a `RankSet` (see the module docstring); one widget, like `ProfileView`."""
 
-    def __init__(self, ranks: RankSet) -> None:
+    def __init__(self, ranks: RankSet, export_menu: ExportMenu | None = None) -> None:
         self.ranks = ranks
+        self._export_menu = export_menu  # each rank's view has its own Export control
         self._surface: Any = None
         self._views: dict[int, ProfileView] = {}
         self.frame = view_frame(ranks)
@@ -169,7 +171,9 @@ class RankView(OneWidget):
         if position not in self._views:
             self.status.value = esc(f"loading rank {rank}…")
             try:
-                self._views[position] = ProfileView(self.ranks.profile_at(position))
+                self._views[position] = ProfileView(
+                    self.ranks.profile_at(position), export_menu=self._export_menu
+                )
             except Exception as exc:  # noqa: BLE001 - a rank that cannot be read must not break the view
                 self.status.value = esc(f"rank {rank} cannot be shown: {type(exc).__name__}: {exc}")
                 return

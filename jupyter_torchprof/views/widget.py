@@ -44,6 +44,7 @@ from .tables import DEFAULT_ROWS, MAX_ROWS, KernelTable, OpTable, available_grou
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.profile import Profile
+    from .export_control import ExportMenu
     from .timeline import Timeline
 
 #: Views kept alive; older ones are closed so that re-running a cell many
@@ -151,9 +152,18 @@ class ProfileView(OneWidget):
         Glyph budget of the timeline.
     all_frames
         Also draw the kernel machinery's Python frames (``--stack`` runs).
+    export_menu
+        The Export control's formats and writing (`jupyter_torchprof.export_menu`,
+        passed in: views never import export); None shows no Export control.
     """
 
-    def __init__(self, profile: Profile, max_glyphs: int = 100_000, all_frames: bool = False) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        max_glyphs: int = 100_000,
+        all_frames: bool = False,
+        export_menu: ExportMenu | None = None,
+    ) -> None:
         self.profile = profile
         self._max_glyphs, self._all_frames = max_glyphs, all_frames
         self.header = W.HTML(header_html(profile), cls=["jp-TorchProf-headerbox"])
@@ -187,10 +197,9 @@ class ProfileView(OneWidget):
         # Export: format menu, button, what was written and a download link.
         from .export_control import ExportControl
 
-        self.export = ExportControl(profile)
-        self.root = W.VBox(
-            [self.header, self.findings, self.tabs, self.export.box], cls=["jp-TorchProf-view"]
-        )
+        self.export = ExportControl(profile, export_menu) if export_menu is not None else None
+        below = [self.export.box] if self.export is not None else []
+        self.root = W.VBox([self.header, self.findings, self.tabs, *below], cls=["jp-TorchProf-view"])
         self._surface: Any = None
 
     # -- pages built when first shown ----------------------------------------------
