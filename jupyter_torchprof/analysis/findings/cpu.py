@@ -30,7 +30,7 @@ import numpy as np
 from ...format import fmt_time
 from ...trace import categories as K
 from .intervals import merge, overlap_with
-from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
+from .model import HIGH, INFO, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows, unique_rows
 from .thresholds import Thresholds
 
 #: Ops whose whole job is moving bytes on the host.
@@ -333,8 +333,10 @@ def _ranges_over(inp: Inputs, ops: np.ndarray, outside_total: float) -> dict[str
     out: dict[str, float] = {}
     ob_s, ob_e = merge(inp.ts[ops], inp.end[ops]) if len(ops) else (np.array([]), np.array([]))
     codes = inp.name_codes[rows]
-    uniq, inv = np.unique(codes, return_inverse=True)
-    total = np.bincount(inv, weights=inp.dur[rows], minlength=len(uniq))
+    # Summed per code + 1 (code -1: no name) in row order, as np.unique's
+    # inverse did, without sorting the rows.
+    uniq = inp.codes_in(rows)
+    total = np.bincount(codes + 1, weights=inp.dur[rows])[uniq + 1]
     for code in uniq[np.argsort(-total, kind="stable")[:20]].tolist():
         mine = rows[codes == code]
         cov = covered_per_step(inp, mine)
@@ -567,8 +569,8 @@ def bias_seed_copies(inp: Inputs, rows: np.ndarray) -> np.ndarray:
     parent = inp.parent[rows]
     seed_parent = np.zeros(len(rows), dtype=bool)
     ok = parent >= 0
-    seed_parent[ok] = np.isin(parent[ok], inp.rows_named(BIAS_SEED_OPS))
-    return seed_parent & np.isin(rows, inp.rows_named(("aten::copy_",), rows))
+    seed_parent[ok] = inp.name_flags(parent[ok], lambda name: name in BIAS_SEED_OPS)
+    return seed_parent & inp.name_flags(rows, lambda name: name == "aten::copy_")
 
 
 def _launch_ancestors(inp: Inputs) -> np.ndarray:
@@ -579,7 +581,7 @@ def _launch_ancestors(inp: Inputs) -> np.ndarray:
         anc = anc[anc >= 0]
         if not len(anc):
             break
-        anc = np.unique(anc)
+        anc = unique_rows(anc)
         marked[anc] = True
         anc = inp.parent[anc]
     return marked

@@ -36,10 +36,7 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
     kern = np.flatnonzero(inp.is_kind(K.KERNEL))
     if not len(kern):
         return []
-    codes = inp.name_codes[kern]
-    uniq = np.unique(codes)
-    comm_codes = [c for c in uniq.tolist() if is_communication(inp.name_of_code(c))]
-    is_comm = np.isin(codes, comm_codes)
+    is_comm = inp.name_flags(kern, is_communication)
     if not is_comm.any():
         return []
     dev = inp.column("device")[kern]

@@ -9,7 +9,7 @@ once and lazily, the arrays several rules share (step windows, names, kinds).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -182,10 +182,31 @@ class Inputs:
         """Rows (of ``rows``, default all) whose name is one of ``wanted``."""
         cats = self._name_codes[1]
         wanted_set = set(wanted)
-        codes = np.flatnonzero(np.fromiter((c in wanted_set for c in cats), dtype=bool, count=len(cats)))
+        # A lookup per code (one more entry, False, for code -1): indexing it
+        # is one pass, where np.isin sorted the rows' codes.
+        hit = np.zeros(len(cats) + 1, dtype=bool)
+        hit[:-1] = np.fromiter((c in wanted_set for c in cats), dtype=bool, count=len(cats))
         if rows is None:
-            rows = np.arange(len(self.events))
-        return rows[np.isin(self.name_codes[rows], codes)]
+            return np.flatnonzero(hit[self.name_codes])
+        return rows[hit[self.name_codes[rows]]]
+
+    def codes_in(self, rows: np.ndarray) -> np.ndarray:
+        """The distinct name codes among ``rows``, sorted, -1 (no name) first when present.
+
+        What ``np.unique(name_codes[rows])`` gives, by counting per code.
+        """
+        codes = self.name_codes[rows]
+        present = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(self._name_codes[1])))
+        return np.concatenate([[-1], present]).astype(np.int64) if (codes < 0).any() else present
+
+    def name_flags(self, rows: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+        """``test`` of each of ``rows``' names, run once per distinct name (``name_of_code``: "" for none)."""
+        codes = self.name_codes[rows]
+        # Indexed by code + 1, so code -1 (no name) has its own entry.
+        flag = np.zeros(len(self._name_codes[1]) + 1, dtype=bool)
+        for c in self.codes_in(rows).tolist():
+            flag[c + 1] = bool(test(self.name_of_code(c)))
+        return flag[codes + 1]
 
     def count_names(self, rows: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
         """Occurrences (or summed ``weights``) per name among ``rows``, largest first."""

@@ -52,9 +52,8 @@ def blocking_rows(inp: Inputs) -> np.ndarray:
     rt = np.flatnonzero(inp.is_kind(K.RUNTIME))
     if not len(rt):
         return rt
-    names = inp.names[rt]
-    uniq = {n: is_blocking_call(str(n)) for n in set(names.tolist())}
-    return rt[np.fromiter((uniq[n] for n in names), dtype=bool, count=len(rt))]
+    # Once per distinct name (no name reads "", which matches no call).
+    return rt[inp.name_flags(rt, is_blocking_call)]
 
 
 def _hint(label: str, copy_dirs: set[str], call: str, kind: str) -> str:
@@ -309,7 +308,7 @@ def _copies_by_op(inp: Inputs) -> dict[int, set[str]]:
     mem = np.flatnonzero(inp.is_kind(K.MEMCPY))
     op = inp.column("op")[mem]
     out: dict[int, set[str]] = defaultdict(set)
-    directions = {c: parse_copy_name(inp.name_of_code(c))[0] for c in np.unique(inp.name_codes[mem]).tolist()}
+    directions = {c: parse_copy_name(inp.name_of_code(c))[0] for c in inp.codes_in(mem).tolist()}
     for o, c in zip(op.tolist(), inp.name_codes[mem].tolist(), strict=True):
         if o >= 0:
             out[o].add(directions[c])

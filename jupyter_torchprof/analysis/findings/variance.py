@@ -31,23 +31,46 @@ def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
     if len(rows) < th.variance_min_calls:
         return []
     ev = inp.events
-    has_grid = ev["grid"].iloc[rows].notna().any() if "grid" in ev else False
+    has_grid = bool(ev["grid"].iloc[rows].notna().any()) if "grid" in ev else False
+    grid, grid_labels = _launch_codes(ev, "grid", rows, has_grid)
+    block, block_labels = _launch_codes(ev, "block", rows, has_grid)
+    dur = inp.dur[rows]
+    if np.isnan(dur).any():  # as the frame's fillna("") did (the median then fails: "not checked")
+        dur = np.where(np.isnan(dur), "", dur.astype(object))
+    # Grouped by integer codes (a bijection with the labels, so the same
+    # groups in the same order), not by strings made for every kernel row.
     frame = pd.DataFrame(
-        {
-            "row": rows,
-            "name": inp.name_codes[rows],
-            "grid": ev["grid"].astype(object).to_numpy()[rows] if has_grid else "",
-            "block": ev["block"].astype(object).to_numpy()[rows] if has_grid else "",
-            "dur": inp.dur[rows],
-        }
-    ).fillna("")
+        {"row": rows, "name": inp.name_codes[rows], "grid": grid, "block": block, "dur": dur}
+    )
     stats = _spread_launches(frame, th)
     if stats.empty:
         return []
     return [
-        _variance_finding(inp, th, frame, has_grid, key, r)
-        for key, r in stats.head(th.variance_reported).iterrows()
+        _variance_finding(inp, th, frame, has_grid, (code, g, b), r, (grid_labels[g], block_labels[b]))
+        for (code, g, b), r in stats.head(th.variance_reported).iterrows()
     ]
+
+
+def _launch_codes(
+    ev: pd.DataFrame, col: str, rows: np.ndarray, has_grid: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, label per code) of the ``grid`` or ``block`` of ``rows``; a missing value reads "".
+
+    Without launch sizes every row has code 0, label "".
+    """
+    if not has_grid:
+        return np.zeros(len(rows), dtype=np.int64), np.array([""], dtype=object)
+    values = ev[col]
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()[rows].astype(np.int64)
+        labels = values.cat.categories.to_numpy(dtype=object)
+    else:
+        codes, labels = pd.factorize(values.iloc[rows].astype(object))
+        codes, labels = codes.astype(np.int64), np.asarray(labels, dtype=object)
+    # Missing and "" were one value after fillna(""): give them one code.
+    empty = np.flatnonzero(labels == "")
+    codes[codes < 0] = int(empty[0]) if len(empty) else len(labels)
+    return codes, np.append(labels, np.array([""], dtype=object))
 
 
 def _kernel_rows(inp: Inputs) -> np.ndarray:
@@ -59,11 +82,7 @@ def _kernel_rows(inp: Inputs) -> np.ndarray:
     rows = np.flatnonzero(inp.is_kind(K.KERNEL))
     if inp.has_steps and len(rows):
         rows = rows[inp.launched_in_steps(rows)]
-    codes = inp.name_codes[rows]
-    comm = [
-        c for c in np.unique(codes).tolist() if describe_kernel(inp.name_of_code(c)).family == "communication"
-    ]
-    return rows[~np.isin(codes, comm)]
+    return rows[~inp.name_flags(rows, lambda name: describe_kernel(name).family == "communication")]
 
 
 def _spread_launches(frame: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
@@ -86,11 +105,18 @@ def _spread_launches(frame: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
 
 
 def _variance_finding(
-    inp: Inputs, th: Thresholds, frame: pd.DataFrame, has_grid: bool, key: tuple[Any, ...], r: pd.Series
+    inp: Inputs,
+    th: Thresholds,
+    frame: pd.DataFrame,
+    has_grid: bool,
+    key: tuple[Any, ...],
+    r: pd.Series,
+    sizes: tuple[str, str],
 ) -> Finding:
-    """The finding of one (kernel, grid, block) launch whose `_spread_launches` row is ``r``."""
-    code, grid, block = key
-    members = frame[(frame["name"] == code) & (frame["grid"] == grid) & (frame["block"] == block)]
+    """The finding of one (kernel, grid, block) launch whose `_spread_launches` row is ``r`` (``sizes``: its grid and block)."""
+    code, grid_code, block_code = key
+    members = frame[(frame["name"] == code) & (frame["grid"] == grid_code) & (frame["block"] == block_code)]
+    grid, block = sizes
     name = inp.name_of_code(int(code))
     slow = members.sort_values("dur", ascending=False)
     excess_step = float(r["excess"]) / inp.n_steps
