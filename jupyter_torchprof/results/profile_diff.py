@@ -50,9 +50,12 @@ class ProfileDiff:
 
     @cached_property
     def ops(self) -> pd.DataFrame:
-        """Per-op calls and times per step, a vs b (see `analysis.diff.diff_tables`), and a readable ``label``."""
+        """Per-op calls and times per step, a vs b (see `analysis.diff.diff_tables`), and a readable ``label``.
+
+        The columns compared are the catalog's (`columns.diff_metrics`).
+        """
         table = diff_mod.diff_tables(
-            self.a.ops, self.b.ops, diff_mod.OP_METRICS, self._steps(self.a), self._steps(self.b),
+            self.a.ops, self.b.ops, columns.diff_metrics(), self._steps(self.a), self._steps(self.b),
             sort_by=columns.default_sort(self._device),
         )  # fmt: skip
         # Empty where the name already reads well: the column shows only for compiled runs.
