@@ -15,6 +15,8 @@ the host thread (what torch's ``key_averages()`` charges device time to).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -181,6 +183,19 @@ def attribute_points(
     return np.where(p >= 0, op_idx[np.clip(p, 0, len(op_idx) - 1)], -1)
 
 
+def _labels_at(labels: pd.Index, codes: np.ndarray, missing: Any = np.nan) -> Any:
+    """The label of each code (-1: ``missing``) as the column a DataFrame would make of their objects.
+
+    Taken by code from a string array of the few distinct labels: strings
+    made and checked per row cost most of the launch table. Where no code is
+    valid the objects themselves are kept (an empty or all-missing column
+    stays ``object``, as pandas infers it).
+    """
+    if not (codes >= 0).any():
+        return np.append(np.asarray(labels, dtype=object), np.array([missing], dtype=object))[codes]
+    return pd.array(np.asarray(labels, dtype=object), dtype="str").take(codes, allow_fill=True)
+
+
 def launch_table(events: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
     """One row per piece of device work, with its launch and launching op.
 
@@ -199,18 +214,17 @@ def launch_table(events: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
     has_l = launch >= 0
     has_o = op >= 0
     names = events["name"].cat.codes.to_numpy()
-    cats = np.asarray(events["name"].cat.categories, dtype=object)
+    name_labels = events["name"].cat.categories
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
 
-    def name_at(pos: np.ndarray, ok: np.ndarray) -> np.ndarray:
-        out = np.full(len(pos), None, dtype=object)
-        codes = names[pos[ok]]
-        good = codes >= 0
-        vals = np.full(len(codes), None, dtype=object)
-        vals[good] = cats[codes[good]]
-        out[ok] = vals
-        return out
+    def name_at(pos: np.ndarray, ok: np.ndarray) -> Any:
+        return _labels_at(name_labels, np.where(ok, names[np.where(ok, pos, 0)], -1), None)
+
+    def labels(col: pd.Series) -> Any:
+        if not isinstance(col.dtype, pd.CategoricalDtype):
+            return col.to_numpy()[rows]
+        return _labels_at(col.cat.categories, col.cat.codes.to_numpy()[rows])
 
     def at(col: np.ndarray, pos: np.ndarray, ok: np.ndarray, fill: float) -> np.ndarray:
         out = np.full(len(pos), fill, dtype=np.float64 if isinstance(fill, float) else col.dtype)
@@ -220,8 +234,8 @@ def launch_table(events: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "row": rows,
-            "name": events["name"].to_numpy()[rows],
-            "kind": events["kind"].to_numpy()[rows],
+            "name": labels(events["name"]),
+            "kind": labels(events["kind"]),
             "device": events["device"].to_numpy()[rows],
             "stream": events["stream"].to_numpy()[rows],
             "ts": ts[rows],
@@ -235,7 +249,7 @@ def launch_table(events: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
             "op_row": op,
             "op_name": name_at(op, has_o),
             "launch_delay_us": links["launch_delay_us"].to_numpy()[rows],
-            "link": links["link"].to_numpy()[rows],
+            "link": labels(links["link"]),
         }
     )
 
