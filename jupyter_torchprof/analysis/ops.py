@@ -62,8 +62,8 @@ GROUPINGS = ("name", "shape", "stack", "module")
 _GROUP_COLUMN = {"shape": "input_dims", "stack": "stack", "module": "module"}
 
 
-def _step_merged_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer name codes with every ``ProfilerStep#k`` merged into ``ProfilerStep*``.
+def _step_merged_codes(names: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer name codes of ``rows`` with every ``ProfilerStep#k`` merged into ``ProfilerStep*``.
 
     Returns (code per row, name per code). The renaming looks at the distinct
     names (categories) only, never at each row.
@@ -71,7 +71,7 @@ def _step_merged_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     cats = names.cat.categories.to_numpy(object)
     renamed = [STEP_ROW if STEP_PATTERN.match(c) else c for c in cats]
     new_codes, uniques = pd.factorize(np.array(renamed + [""], dtype=object))
-    return new_codes[names.cat.codes.to_numpy()], np.asarray(uniques, dtype=object)
+    return new_codes[names.cat.codes.to_numpy()[rows]], np.asarray(uniques, dtype=object)
 
 
 def event_costs(
@@ -147,25 +147,26 @@ def _memory_costs(
     return out
 
 
-def _fold_self_costs(costs: pd.DataFrame) -> pd.DataFrame:
+def _fold_self_costs(costs: pd.DataFrame) -> dict[str, np.ndarray]:
     """Self costs with each folded event's share moved to the ancestor that absorbs it.
 
     Totals need no change: the absorbing ancestor encloses the folded event,
     so its total already holds it (the folded row is simply not counted).
+    Returns the columns as arrays (``folded_into`` left out).
     """
     into = costs["folded_into"].to_numpy()
     folded = np.flatnonzero(into >= 0)
-    if not len(folded):
-        return costs
     out: dict[str, np.ndarray] = {}
     for col in costs.columns:
+        if col == "folded_into":
+            continue
         values = costs[col].to_numpy()
-        if col.startswith("self_"):
+        if col.startswith("self_") and len(folded):
             values = values.astype(np.float64, copy=True)
             values += np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
             values[folded] = 0.0
         out[col] = values
-    return pd.DataFrame(out, index=costs.index, copy=False)
+    return out
 
 
 def op_table(
@@ -208,10 +209,14 @@ def op_table(
     """
     if group_by not in GROUPINGS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
-    mask, ev, co = _counted_events(events, costs, group_by, flops, include_python, group_values)
-    frame, labels = _coded_frame(ev, co, mask, group_by, flops, group_values)
-    table = _aggregate(frame, labels, co.columns, flops)
-    kind_names = np.array(list(ev["kind"].cat.categories), dtype=object)
+    kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
+    folded_costs = _fold_self_costs(costs)
+    # The counted rows: ops not folded into a same-name parent.
+    rows = np.flatnonzero(K.kind_mask(events, kinds) & (costs["folded_into"].to_numpy() < 0))
+    keys, labels = _key_codes(events, rows, group_by, group_values)
+    values = _counted_values(events, folded_costs, rows, flops)
+    table = _aggregate(keys, labels, values)
+    kind_names = np.array(list(events["kind"].cat.categories), dtype=object)
     table["kind"] = kind_names[table["kind"].to_numpy()]
     _add_shares_and_means(table)
     if flops:
@@ -219,98 +224,86 @@ def op_table(
     return _ordered(table, grouping=list(labels)[1:])
 
 
-def _counted_events(
-    events: pd.DataFrame,
-    costs: pd.DataFrame,
-    group_by: str,
-    flops: bool,
-    include_python: bool,
-    group_values: pd.Series | None,
-) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
-    """The rows the table counts, with the events columns and the (folded) costs it reads.
+def _key_codes(
+    events: pd.DataFrame, rows: np.ndarray, group_by: str, group_values: pd.Series | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Integer codes of the group keys of ``rows`` (``name``, ``kind``, then the grouping's).
 
-    Returns (mask over ``events``, those events' columns, their costs).
-    """
-    kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
-    mask = K.kind_mask(events, kinds)
-    # Only the columns read below are gathered: selecting rows of the whole
-    # frame (thirty columns, most of them device-only) costs more than the
-    # aggregation.
-    from_events = group_by != "name" and group_values is None
-    wanted = ["name", "kind", "dur"] + ([_GROUP_COLUMN[group_by]] if from_events else [])
-    if flops:
-        wanted += [c for c in FLOPS_COLUMNS if c in events and c not in wanted]
-    costs = _fold_self_costs(costs)
-    mask &= costs["folded_into"].to_numpy() < 0
-    ev = events[wanted].loc[mask]
-    co = costs.loc[mask].drop(columns="folded_into")
-    return mask, ev, co
-
-
-def _coded_frame(
-    ev: pd.DataFrame,
-    co: pd.DataFrame,
-    mask: np.ndarray,
-    group_by: str,
-    flops: bool,
-    group_values: pd.Series | None,
-) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
-    """The values to aggregate, with integer codes for the group keys.
-
-    Returns the frame and, per key column (``name`` first), the label of
-    each code; code -1 (missing) picks the label array's trailing ``""``.
+    Returns the codes per key and, per labelled key (``name`` first), the
+    label of each code; code -1 (missing) picks the label array's trailing ``""``.
     """
     # Group on integer codes, not on strings: a million Python name strings
     # would cost more than the aggregation itself. Names come back per group.
-    name_code, names = _step_merged_codes(ev["name"])
-    cols: dict[str, np.ndarray] = {
-        "name": name_code,
-        "kind": ev["kind"].cat.codes.to_numpy(),
-        "dur": ev["dur"].to_numpy(),
-    }
-    for col in co.columns:
-        cols[col] = co[col].to_numpy()
+    name_code, names = _step_merged_codes(events["name"], rows)
+    keys = {"name": name_code, "kind": events["kind"].cat.codes.to_numpy()[rows]}
     labels: dict[str, np.ndarray] = {"name": names}
     extra = _GROUP_COLUMN.get(group_by)
     if extra is not None:
         label = {"input_dims": "input_shapes"}.get(extra, extra)
-        col = ev[extra] if group_values is None else group_values.loc[mask]
-        cols[label] = col.cat.codes.to_numpy()
+        col = events[extra] if group_values is None else group_values
+        keys[label] = col.cat.codes.to_numpy()[rows]
         labels[label] = np.array([*col.cat.categories.to_numpy(object), ""], dtype=object)
+    return keys, labels
+
+
+def _counted_values(
+    events: pd.DataFrame, costs: dict[str, np.ndarray], rows: np.ndarray, flops: bool
+) -> dict[str, np.ndarray]:
+    """The columns the table sums, at ``rows``, in the table's order (``dur`` is the total CPU time)."""
+    # Only the summed columns are gathered, as arrays: selecting rows of the
+    # frames (thirty columns, most of them device-only) costs more than the
+    # aggregation.
+    out = {"cpu_total_us": events["dur"].to_numpy()[rows]}
+    for col in ("self_cpu_us", "self_device_us", "device_total_us"):
+        out[col] = costs[col][rows]
+    for col, values in costs.items():
+        # memory columns, and our FLOP estimates (`flops.own_estimates`) when the caller adds them
+        if col.endswith("_bytes") or col.startswith("est_"):
+            out[col] = values[rows]
     if flops:
-        cols["flops"] = estimate_flops(ev)
-    # One constructor, no copies: each column added to a frame is copied.
-    return pd.DataFrame(cols, copy=False), labels
+        wanted = ["name", "kind", *(c for c in FLOPS_COLUMNS if c in events and c not in ("name", "kind"))]
+        out["flops"] = estimate_flops(events[wanted].iloc[rows])
+    return out
 
 
 def _aggregate(
-    frame: pd.DataFrame, labels: dict[str, np.ndarray], cost_columns: pd.Index, flops: bool
+    keys: dict[str, np.ndarray], labels: dict[str, np.ndarray], values: dict[str, np.ndarray]
 ) -> pd.DataFrame:
-    """One row per group of ``labels``' keys and kind: calls, times, memory and FLOPs summed, keys as labels.
+    """One row per distinct key (name, kind and grouping), in order of first appearance: calls and sums.
 
     The kind is part of the key, as ``is_user_annotation`` is of torch's: a
     ``record_function("aten::mm")`` range is a row of its own, not more
     calls of the op ``aten::mm``.
     """
-    agg = {
-        "calls": ("dur", "size"),
-        "self_cpu_us": ("self_cpu_us", "sum"),
-        "cpu_total_us": ("dur", "sum"),
-        "self_device_us": ("self_device_us", "sum"),
-        "device_total_us": ("device_total_us", "sum"),
-    }
-    for col in cost_columns:
-        # memory columns, and our FLOP estimates (`flops.own_estimates`) when the caller adds them
-        if col.endswith("_bytes") or col.startswith("est_"):
-            agg[col] = (col, "sum")
-    if flops:
-        agg["flops"] = ("flops", "sum")
-    keys = ["name", "kind", *list(labels)[1:]]
-    table = frame.groupby(keys, sort=False).agg(**agg).reset_index()
-    for key, values in labels.items():
+    group, first = _group_codes(list(keys.values()))
+    table: dict[str, np.ndarray] = {key: codes[first] for key, codes in keys.items()}
+    for key, names in labels.items():
         # code -1 (missing) picks the trailing "" of each label array
-        table[key] = values[table[key].to_numpy()]
-    return table
+        table[key] = names[table[key]]
+    table["calls"] = np.bincount(group, minlength=len(first)).astype(np.int64)
+    # pandas' grouped sum (compensated, in row order) over one integer key:
+    # the figures of the grouped aggregation this replaces, bit for bit.
+    sums = pd.DataFrame(values, copy=False).groupby(group, sort=False).sum()
+    for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us"):
+        table[col] = sums[col].to_numpy()
+    for col in sums.columns:
+        table.setdefault(col, sums[col].to_numpy())
+    return pd.DataFrame(table, copy=False)
+
+
+def _group_codes(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group number of each row over the key columns (numbered by first appearance), and each group's first row."""
+    group = np.zeros(len(keys[0]), dtype=np.int64)
+    groups = 1
+    for codes in keys:
+        # Pairs of (group so far, code) as one integer; factorize numbers
+        # them in order of first appearance, in linear time (no sort).
+        combined = group * (int(codes.max(initial=0)) + 2) + (codes.astype(np.int64) + 1)
+        group, uniques = pd.factorize(combined)
+        groups = len(uniques)
+    running = np.maximum.accumulate(group) if len(group) else group
+    first = np.flatnonzero(np.r_[True, running[1:] > running[:-1]]) if len(group) else group
+    return group, first[:groups]
 
 
 def _add_shares_and_means(table: pd.DataFrame) -> None:
