@@ -62,11 +62,14 @@ def _meta(what: str, pid: int, tid: int, **args: object) -> dict:
     return {"name": what, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args}
 
 
+@pytest.mark.parametrize("indent", [None, 2])
 def test_repeated_metadata_keeps_last_value_and_first_order(
-    monkeypatch: pytest.MonkeyPatch, needs_native: None
+    indent: int | None, monkeypatch: pytest.MonkeyPatch, needs_native: None
 ) -> None:
     # Process 1 is named three times (a, b, then a again): the last one wins,
-    # and it stays the first key, where its first event put it.
+    # and it stays the first key, where its first event put it. Runs of
+    # metadata events repeat (the scanner's shortcut for an event it has
+    # just seen), with "ab" beside "a" (one's text starts like the other's).
     events = [
         _meta("process_name", 1, 0, name="a"),
         _meta("thread_name", 1, 7, name="t"),
@@ -75,13 +78,15 @@ def test_repeated_metadata_keeps_last_value_and_first_order(
         _meta("thread_name", 1, 7, name="t"),
         _meta("process_labels", 2, 0, labels="L"),
         _meta("process_name", 1, 0, name="a"),
+        _meta("process_name", 3, 0, name="ab"),
+        _meta("process_name", 3, 0, name="a"),
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 7, "ts": 1.0, "dur": 2.0},
     ] * 50 + [_meta("process_name", 2, 0, name="last")]
-    data = json.dumps({"traceEvents": events}).encode()
+    data = json.dumps({"traceEvents": events}, indent=indent).encode()
     ((pure, _), (fast, _)), stats = _both(lambda: parser.parse_bytes(data), monkeypatch)
     assert stats["native"] >= 1, stats
     assert_same(pure, fast)
-    assert list(fast.meta.process_names.items()) == [(1, "a"), (2, "last")]
+    assert list(fast.meta.process_names.items()) == [(1, "a"), (2, "last"), (3, "a")]
     assert fast.meta.thread_names == {(1, 7): "t"}
     assert fast.meta.process_labels == {2: "L"}
 

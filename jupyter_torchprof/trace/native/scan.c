@@ -624,6 +624,57 @@ static int ignored_phase(uint8_t ph) {
     return ph && strchr("BECbentPONDRVvc", ph) != NULL;
 }
 
+/* A metadata event, by its code in the raw table: a trace can repeat the
+   same few metadata events hundreds of thousands of times (HTA's MTIA
+   trace: 310k of 456k items, 22 distinct), and Python decodes each distinct
+   one once. */
+static int push_meta(Ctx *c, const uint8_t *start, const uint8_t *end) {
+    int64_t i = c->cnt[C_META];
+    if (i >= c->cap[CAP_EV]) return TP_CAPACITY;
+    int32_t k;
+    int rc = intern(c, start, end, 0, 1, &k);
+    if (rc) return rc;
+    COL(MD_RAW, int64_t)[i] = k;
+    c->cnt[C_META] = i + 1;
+    return TP_OK;
+}
+
+/* The last few metadata events scanned in a run of them: an event whose
+   bytes equal one of these is that same event again (the same bytes scan
+   the same), so it is not scanned a second time. */
+#define N_REPEATS 8
+typedef struct {
+    int64_t off[N_REPEATS], len[N_REPEATS];
+    uint64_t head[N_REPEATS]; /* the first 8 bytes: most mismatches end here */
+    int n, next;
+} Repeats;
+
+static uint64_t head8(const uint8_t *p, const uint8_t *end) {
+    uint64_t w = 0;
+    memcpy(&w, p, end - p < 8 ? (size_t)(end - p) : 8);
+    return w;
+}
+
+/* The index in `r` of the event at c->p, or -1. */
+static int repeat_at(const Ctx *c, const Repeats *r) {
+    uint64_t h = head8(c->p, c->end);
+    for (int k = 0; k < r->n; k++) {
+        if (r->head[k] == h && c->end - c->p >= r->len[k] &&
+            memcmp(c->p, c->base + r->off[k], (size_t)r->len[k]) == 0)
+            return k;
+    }
+    return -1;
+}
+
+static void remember(Repeats *r, const Ctx *c, const uint8_t *start) {
+    int k = r->next;
+    r->off[k] = start - c->base;
+    r->len[k] = c->p - start;
+    r->head[k] = head8(start, c->end);
+    r->next = (k + 1) % N_REPEATS;
+    if (r->n < N_REPEATS) r->n++;
+}
+
 static int dispatch(Ctx *c, const Ev *ev, const uint8_t *start, const uint8_t *end) {
     const Val *ph = &ev->top[K_PH];
     if (ph->t != V_STR || ph->esc || ph->e - ph->s != 1) return TP_PHASE;
@@ -640,20 +691,8 @@ static int dispatch(Ctx *c, const Ev *ev, const uint8_t *start, const uint8_t *e
     case 'i':
     case 'I':
         return emit_instant(c, ev);
-    case 'M': {
-        /* By its code in the raw table: a trace can repeat the same few
-           metadata events hundreds of thousands of times (HTA's MTIA trace:
-           310k of 456k items, 22 distinct), and Python decodes each distinct
-           one once. */
-        int64_t i = c->cnt[C_META];
-        if (i >= c->cap[CAP_EV]) return TP_CAPACITY;
-        int32_t k;
-        int rc = intern(c, start, end, 0, 1, &k);
-        if (rc) return rc;
-        COL(MD_RAW, int64_t)[i] = k;
-        c->cnt[C_META] = i + 1;
-        return TP_OK;
-    }
+    case 'M':
+        return push_meta(c, start, end);
     default:
         return ignored_phase(p) ? TP_OK : TP_PHASE;
     }
@@ -765,6 +804,19 @@ static int scan_members(Ctx *c, Val *vals, int is_args, Ev *ev) {
 }
 
 
+/* The members of the event at c->p, into `ev` (cleared of the last one's first). */
+static int scan_event(Ctx *c, Ev *ev) {
+    for (int k = 0; k < ev->nset; k++) {
+        int j = ev->set[k];
+        if (j < N_TOP)
+            ev->top[j].t = V_ABSENT;
+        else
+            ev->args[j - N_TOP].t = V_ABSENT;
+    }
+    ev->nset = 0;
+    return scan_members(c, ev->top, 0, ev);
+}
+
 /*
  * Scan one chunk. `mode`: bit 0 read flow events, bit 1 read the others.
  * `col` holds N_COLUMNS pointers (see the enum), `cap` the
@@ -775,7 +827,10 @@ int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t 
     Ctx *c = &ctx;
     int rc = TP_OK;
     Ev ev;
+    Repeats repeats;
+    int in_meta_run = 0;
     memset(&ev, 0, sizeof ev);
+    repeats.n = repeats.next = 0;
     memset(cnt, 0, sizeof(int64_t) * N_COUNTS);
     memset(col[S_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_SSLOTS]);
     memset(col[R_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_RSLOTS]);
@@ -796,16 +851,19 @@ int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t 
                 break;
             }
             const uint8_t *start = c->p;
-            for (int k = 0; k < ev.nset; k++) {
-                int j = ev.set[k];
-                if (j < N_TOP)
-                    ev.top[j].t = V_ABSENT;
-                else
-                    ev.args[j - N_TOP].t = V_ABSENT;
+            /* Looked for only within a run of metadata events, so that
+               other events pay nothing for it. */
+            int again = in_meta_run ? repeat_at(c, &repeats) : -1;
+            if (again >= 0) {
+                c->p += repeats.len[again];
+                if ((rc = push_meta(c, start, c->p))) break;
+            } else {
+                if ((rc = scan_event(c, &ev))) break;
+                if ((rc = dispatch(c, &ev, start, c->p))) break;
+                const Val *ph = &ev.top[K_PH];
+                in_meta_run = c->read_events && ph->s[0] == 'M';
+                if (in_meta_run) remember(&repeats, c, start);
             }
-            ev.nset = 0;
-            if ((rc = scan_members(c, ev.top, 0, &ev))) break;
-            if ((rc = dispatch(c, &ev, start, c->p))) break;
             skip_ws(c);
             if (c->p < c->end && *c->p == ',') {
                 c->p++;
