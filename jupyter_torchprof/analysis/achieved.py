@@ -192,9 +192,19 @@ def kernel_shares(
             "holder": holder,
             "est_flops": flops[holder] * share,
             "est_bytes": est["est_bytes"].to_numpy()[holder] * share,
-            "op_precision": [precision_of_dtype(d) for d in est["est_dtype"].to_numpy()[holder]],
+            "op_precision": _precisions(est["est_dtype"], holder),
         }
     )
+
+
+def _precisions(dtypes: pd.Series, rows: np.ndarray) -> list[str]:
+    """`precision_of_dtype` of ``dtypes`` at ``rows``, once per distinct element type.
+
+    Only the rows asked for are read: the column holds one string per event.
+    """
+    codes, uniq = pd.factorize(dtypes.iloc[rows].to_numpy(dtype=object), use_na_sentinel=False)
+    found = [precision_of_dtype(d) for d in uniq]
+    return [found[c] for c in codes.tolist()]
 
 
 def add_kernel_rates(
@@ -210,7 +220,7 @@ def add_kernel_rates(
     """
     if keep_rows is not None and len(shares):
         shares = shares[np.isin(shares["row"].to_numpy(), keep_rows)]
-    names = events["name"].astype(object).to_numpy()[shares["row"].to_numpy(np.int64)]
+    names = _names_at(events["name"], shares["row"].to_numpy(np.int64))
     by = pd.DataFrame(
         {"name": names, "f": shares["est_flops"].to_numpy(), "b": shares["est_bytes"].to_numpy(),
          "p": shares["op_precision"].to_numpy()}
@@ -231,6 +241,14 @@ def add_kernel_rates(
         _label(p, s) if f > 0 else "" for p, s, f in zip(prec, source, table["est_flops"], strict=True)
     ]
     table["peak_pct"] = _pct_of_peak(rate, prec, peaks)
+
+
+def _names_at(names: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The names of ``rows`` as objects (NaN where missing), by categorical code when it is one."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return names.astype(object).to_numpy()[rows]
+    labels = np.append(names.cat.categories.to_numpy(dtype=object), np.array([np.nan], dtype=object))
+    return labels[names.cat.codes.to_numpy()[rows]]
 
 
 def peak_note(device_name: str) -> str:

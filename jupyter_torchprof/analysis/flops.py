@@ -435,23 +435,44 @@ EST_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
 
 
 def _estimates_of_calls(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """FLOPs, bytes and element type of each of ``rows``, computed once per distinct call."""
-    key = pd.DataFrame(
-        {
-            "name": events["name"].astype(object).to_numpy()[rows],
-            **{c: (events[c].astype(object).to_numpy()[rows] if c in events else None) for c in EST_COLUMNS},
-        }
-    )
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(key.fillna("")))
-    flops = np.zeros(len(uniques))
-    moved = np.zeros(len(uniques))
-    dtype = np.full(len(uniques), "", dtype=object)
-    for i, (name, dims, types, concrete) in enumerate(uniques):
+    """FLOPs, bytes and element type of each of ``rows``, computed once per distinct call.
+
+    Calls are told apart by the codes of their name and `EST_COLUMNS` (a
+    missing cell reads ""): the labels of a distinct call are looked up
+    once, where a string per row and column cost most of the kernel table.
+    """
+    columns = [_codes_at(events, c, rows) for c in ("name", *EST_COLUMNS)]
+    call = np.zeros(len(rows), dtype=np.int64)
+    for codes, labels in columns:
+        # Re-factorized after each column, so the combined key stays dense.
+        call, _ = pd.factorize(call * (len(labels) + 1) + codes + 1)
+    first = np.zeros(int(call.max(initial=-1)) + 1, dtype=np.int64)
+    first[call[::-1]] = np.arange(len(rows) - 1, -1, -1)  # the first row of each call
+    flops = np.zeros(len(first))
+    moved = np.zeros(len(first))
+    dtype = np.full(len(first), "", dtype=object)
+    for i, row in enumerate(first.tolist()):
+        name, dims, types, concrete = (labels[codes[row]] for codes, labels in columns)
         d, t, c = _loads(dims), _loads(types), _loads(concrete)
         est = estimate_call(name, d, c if isinstance(c, list) else [], t if isinstance(t, list) else [])
         if est is not None:
             flops[i], moved[i], dtype[i] = est.flops, est.bytes, est.dtype
-    return flops[codes], moved[codes], dtype[codes]
+    return flops[call], moved[call], dtype[call]
+
+
+def _codes_at(events: pd.DataFrame, col: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, label per code) of ``col`` at ``rows``; code -1 reads "" (missing or no column)."""
+    if col not in events:
+        return np.full(len(rows), -1, dtype=np.int64), np.array([""], dtype=object)
+    values = events[col]
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()[rows].astype(np.int64)
+        labels = values.cat.categories.to_numpy(dtype=object)
+    else:
+        codes, labels = pd.factorize(values.to_numpy(dtype=object)[rows])
+        codes, labels = codes.astype(np.int64), np.asarray(labels, dtype=object)
+    # Code -1 indexes the last label: "", as fillna("") read a missing cell.
+    return codes, np.append(labels, np.array([""], dtype=object))
 
 
 def _ancestor_flags(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray) -> np.ndarray:
@@ -479,11 +500,14 @@ def _mark_ancestors(parent: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _keep_outermost(names: np.ndarray, flops: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Which estimated events keep their FLOPs: one per call chain (see the notes above `_ELEMENT_BYTES`)."""
+def _keep_outermost(deferring: np.ndarray, flops: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Which estimated events keep their FLOPs: one per call chain (see the notes above `_ELEMENT_BYTES`).
+
+    ``deferring``: the events named in `_DEFERRING`.
+    """
     n = len(flops)
     has = flops > 0
-    deferring = has & np.isin(names, list(_DEFERRING))
+    deferring = has & deferring
     claims = has & ~deferring
     keep = has.copy()
     rows = np.flatnonzero(has)
@@ -511,7 +535,11 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     """
     n = len(events)
     out = pd.DataFrame(
-        {"est_flops": np.zeros(n), "est_bytes": np.zeros(n), "est_dtype": np.full(n, "", dtype=object)},
+        {
+            "est_flops": np.zeros(n),
+            "est_bytes": np.zeros(n),
+            "est_dtype": _strings_at(np.array([""]), np.zeros(n)),
+        },
         index=events.index,
     )
     if n == 0 or "input_dims" not in events:
@@ -525,10 +553,24 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
         return out
     flops = np.zeros(n)
     moved = np.zeros(n)
-    dtype = np.full(n, "", dtype=object)
-    flops[rows], moved[rows], dtype[rows] = _estimates_of_calls(events, rows)
-    keep = _keep_outermost(names.astype(object).to_numpy(), flops, np.asarray(parent))
+    flops[rows], moved[rows], dtype = _estimates_of_calls(events, rows)
+    # The names' test runs on the categories, not on a string per event.
+    keep = _keep_outermost(np.asarray(names.isin(list(_DEFERRING)), dtype=bool), flops, np.asarray(parent))
     out["est_flops"] = np.where(keep, flops, 0.0)
     out["est_bytes"] = np.where(keep, moved, 0.0)
-    out["est_dtype"] = np.where(keep, dtype, "")
+    # Element types by code: a few distinct ones over every event ("" first).
+    codes, labels = pd.factorize(np.concatenate([[""], np.where(keep[rows], dtype, "")]).astype(object))
+    at = np.zeros(n, dtype=np.int64)
+    at[rows] = codes[1:]
+    out["est_dtype"] = _strings_at(np.asarray(labels, dtype=object), at)
     return out
+
+
+def _strings_at(labels: np.ndarray, codes: np.ndarray) -> Any:
+    """``labels[codes]`` as a string column, made from the few labels (not a string object per row).
+
+    Empty: an object array, the column pandas makes of no strings.
+    """
+    if not len(codes):
+        return np.array([], dtype=object)
+    return pd.array(labels.astype(object), dtype="str").take(codes.astype(np.int64))
