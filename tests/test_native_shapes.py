@@ -95,3 +95,14 @@ def test_first_and_last() -> None:
     codes = np.array([3, 1, 3, 3, 2, 1, 3, 0])
     assert digest._first_and_last(codes).tolist() == [0, 1, 4, 5, 6, 7]
     assert digest._first_and_last(np.array([5])).tolist() == [0]
+
+
+def test_needed_flows_come_without_a_second_pass(monkeypatch: pytest.MonkeyPatch, needs_native: None) -> None:
+    # The MTIA trace's device events have no correlation id, so its launches
+    # need the flow events: the native builder kept them aside in its one pass.
+    def second_pass(*args: object) -> None:
+        raise AssertionError("flows read in a second pass over the file")
+
+    monkeypatch.setattr(parser, "_flows_only", second_pass)
+    data = parse_trace(SHAPES / "mtia_rank_0.json.gz")
+    assert len(data.flows) and data.meta.flows_unread == 0

@@ -143,7 +143,7 @@ class Digester:
 
     def digest(self, b: Builder, chunk: bytes | memoryview) -> bool:
         """Digest ``chunk`` into builder ``b`` natively; False (nothing changed) if refused."""
-        rc = self.scan(chunk, b.read_flows, b.read_events)
+        rc = self.scan(chunk, b.read_flows or b.flows_aside is not None, b.read_events)
         if rc:
             STATS["refused: " + REASONS.get(rc, str(rc))] += 1
             return False
@@ -198,10 +198,14 @@ class Digester:
         if metas:
             P._apply_metadata_events(metas, b.meta)
         self._commit_memory(b, strs)
-        if not b.read_flows:
-            b.flows_unread += int(self.counts[C_UNREAD])
+        if b.read_flows:
+            self._commit_flows(b, strs, b.flows)
+        elif b.flows_aside is not None:
+            # Read all the same (see `Builder.flows_aside`): every one counts as unread.
+            b.flows_unread += int(self.counts[C_FLOW])
+            self._commit_flows(b, strs, b.flows_aside)
         else:
-            self._commit_flows(b, strs)
+            b.flows_unread += int(self.counts[C_UNREAD])
         n = int(self.counts[C_X])
         if n:
             _commit_x(P, b, {k: v[:n] for k, v in self.cols.items() if k.startswith("x_")}, strs, raws)
@@ -228,7 +232,7 @@ class Digester:
             device_id=c["m_did"],
         )
 
-    def _commit_flows(self, b: Builder, strs: list[str]) -> None:
+    def _commit_flows(self, b: Builder, strs: list[str], store: dict[str, list[np.ndarray]]) -> None:
         n = int(self.counts[C_FLOW])
         if not n:
             return
@@ -240,7 +244,7 @@ class Digester:
             return
         c = {k: v[rows] for k, v in self.cols.items() if k.startswith("f_")}
         b._append(
-            b.flows,
+            store,
             id=c["f_id"],
             is_start=c["f_start"].astype(bool),
             pid=_ids(c["f_pid"], c["f_flags"] & 1, c["f_pid_s"], strs, P._ids),
