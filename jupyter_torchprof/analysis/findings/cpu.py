@@ -96,13 +96,18 @@ def has_ancestor(inp: Inputs, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Which of ``rows`` have a host ancestor whose ``mask`` is True."""
     parent = inp.parent
     out = np.zeros(len(rows), dtype=bool)
+    # Only the rows still climbing: one whose ancestor matched, or that
+    # reached the root, has its answer and leaves the walk.
+    idx = np.arange(len(rows))
     anc = parent[rows] if len(rows) else rows
     for _ in range(512):  # depth guard against a corrupt tree
-        ok = anc >= 0
-        if not ok.any():
+        live = anc >= 0
+        idx, anc = idx[live], anc[live]
+        if not len(idx):
             break
-        out[ok] |= mask[anc[ok]]
-        anc = np.where(ok, parent[np.maximum(anc, 0)], -1)
+        hit = mask[anc]
+        out[idx[hit]] = True
+        idx, anc = idx[~hit], parent[anc[~hit]]
     return out
 
 

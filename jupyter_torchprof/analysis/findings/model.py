@@ -229,7 +229,16 @@ class Inputs:
         of the kinds, one string per event, cost the rules seconds on a trace
         of ten million events. A new array each call, so callers may change it.
         """
-        return K.kind_mask(self.events, kinds)
+        # Kept per set of kinds: the rules ask for the same few masks again
+        # and again, and a copy is cheaper than matching the codes anew.
+        key = tuple(sorted(set(kinds)))
+        if key not in self._kind_masks:
+            self._kind_masks[key] = K.kind_mask(self.events, kinds)
+        return self._kind_masks[key].copy()
+
+    @cached_property
+    def _kind_masks(self) -> dict[tuple[str, ...], np.ndarray]:
+        return {}
 
     @cached_property
     def _kind_codes(self) -> tuple[np.ndarray, np.ndarray]:
