@@ -343,6 +343,10 @@ def _group(m: int, rows: np.ndarray, codes: np.ndarray | None) -> np.ndarray:
     return out
 
 
+#: The X columns `_commit_x` may append as the scanner wrote them (`_ids` returns its input when no id was a string).
+_KEPT_AS_SCANNED = frozenset({"x_ts", "x_dur", "x_ext", "x_pid", "x_tid"})
+
+
 def _commit_x(
     P: ModuleType, b: Builder, c: dict[str, np.ndarray], strs: list[str], raws: list[bytes]
 ) -> None:
@@ -350,7 +354,9 @@ def _commit_x(
     cat = _map_values(b.cat, c["x_cat"], strs)
     spans = cat == b.cat.code("Trace")
     keep = np.flatnonzero(~spans) if spans.any() else None
-    c = {k: (v[keep] if keep is not None else v.copy()) for k, v in c.items()}
+    # The scanner's buffers are reused by the next chunk: the columns kept as
+    # they are get copies; the others only feed new arrays made here.
+    c = {k: (v[keep] if keep is not None else v.copy() if k in _KEPT_AS_SCANNED else v) for k, v in c.items()}
     if keep is not None:
         cat = cat[keep]
     m = len(cat)
