@@ -215,9 +215,11 @@ def op_table(
     rows = np.flatnonzero(K.kind_mask(events, kinds) & (costs["folded_into"].to_numpy() < 0))
     keys, labels = _key_codes(events, rows, group_by, group_values)
     values = _counted_values(events, folded_costs, rows, flops)
+    # The table is built as arrays and made a frame once: on a small trace,
+    # pandas' per-column overhead cost more than the whole aggregation.
     table = _aggregate(keys, labels, values)
     kind_names = np.array(list(events["kind"].cat.categories), dtype=object)
-    table["kind"] = kind_names[table["kind"].to_numpy()]
+    table["kind"] = kind_names[table["kind"]]
     _add_shares_and_means(table)
     if flops:
         _add_flop_rate(table)
@@ -268,12 +270,12 @@ def _counted_values(
 
 def _aggregate(
     keys: dict[str, np.ndarray], labels: dict[str, np.ndarray], values: dict[str, np.ndarray]
-) -> pd.DataFrame:
+) -> dict[str, np.ndarray]:
     """One row per distinct key (name, kind and grouping), in order of first appearance: calls and sums.
 
     The kind is part of the key, as ``is_user_annotation`` is of torch's: a
     ``record_function("aten::mm")`` range is a row of its own, not more
-    calls of the op ``aten::mm``.
+    calls of the op ``aten::mm``. Returns the columns as arrays.
     """
     group, first = _group_codes(list(keys.values()))
     table: dict[str, np.ndarray] = {key: codes[first] for key, codes in keys.items()}
@@ -284,11 +286,9 @@ def _aggregate(
     # pandas' grouped sum (compensated, in row order) over one integer key:
     # the figures of the grouped aggregation this replaces, bit for bit.
     sums = pd.DataFrame(values, copy=False).groupby(group, sort=False).sum()
-    for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us"):
-        table[col] = sums[col].to_numpy()
-    for col in sums.columns:
+    for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", *sums.columns):
         table.setdefault(col, sums[col].to_numpy())
-    return pd.DataFrame(table, copy=False)
+    return table
 
 
 def _group_codes(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -306,17 +306,18 @@ def _group_codes(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return group, first[:groups]
 
 
-def _add_shares_and_means(table: pd.DataFrame) -> None:
+def _add_shares_and_means(table: dict[str, np.ndarray]) -> None:
     """Each row's share of the self times, and the mean times per call."""
-    self_cpu_sum = table["self_cpu_us"].sum()
-    self_dev_sum = table["self_device_us"].sum()
-    table["self_cpu_pct"] = 100 * table["self_cpu_us"] / self_cpu_sum if self_cpu_sum > 0 else 0.0
-    table["self_device_pct"] = 100 * table["self_device_us"] / self_dev_sum if self_dev_sum > 0 else 0.0
+    rows = len(table["calls"])
+    for share, col in (("self_cpu_pct", "self_cpu_us"), ("self_device_pct", "self_device_us")):
+        # np.nansum is pandas' Series.sum: NaN as 0, numpy's pairwise sum.
+        total = np.nansum(table[col])
+        table[share] = 100 * table[col] / total if total > 0 else np.zeros(rows)
     table["cpu_mean_us"] = table["cpu_total_us"] / table["calls"]
     table["device_mean_us"] = table["device_total_us"] / table["calls"]
 
 
-def _add_flop_rate(table: pd.DataFrame) -> None:
+def _add_flop_rate(table: dict[str, np.ndarray]) -> None:
     """``flops_per_s``: each row's FLOPs over its device total time, or CPU total time on a host-only run.
 
     Total, not self, time: torch counts a convolution's FLOPs on
@@ -324,21 +325,23 @@ def _add_flop_rate(table: pd.DataFrame) -> None:
     its self device time is 0. NaN where either side is 0 (nothing counted,
     or no time to divide by): a rate of "0 FLOP/s" would read as "idle".
     """
-    device = table["self_device_us"].sum() > 0
-    seconds = table["device_total_us" if device else "cpu_total_us"].to_numpy(np.float64) * 1e-6
-    flops = table["flops"].to_numpy(np.float64)
+    device = np.nansum(table["self_device_us"]) > 0
+    seconds = np.asarray(table["device_total_us" if device else "cpu_total_us"], np.float64) * 1e-6
+    flops = np.asarray(table["flops"], np.float64)
     known = (seconds > 0) & (flops > 0)
-    table["flops_per_s"] = np.divide(flops, seconds, out=np.full(len(table), np.nan), where=known)
+    table["flops_per_s"] = np.divide(flops, seconds, out=np.full(len(flops), np.nan), where=known)
 
 
-def _ordered(table: pd.DataFrame, grouping: list[str]) -> pd.DataFrame:
+def _ordered(table: dict[str, np.ndarray], grouping: list[str]) -> pd.DataFrame:
     """`OP_TABLE_COLUMNS`, the grouping, then the rest; by self device time (else self CPU time)."""
     stats = list(OP_TABLE_COLUMNS[1:])
-    rest = [c for c in table.columns if c not in ["name", *stats, *grouping]]
-    table = table[["name", *stats, *grouping, *rest]]
-    sort_key = columns.default_sort(table["self_device_us"].sum() > 0)
-    table = table.sort_values([sort_key, "cpu_total_us"], ascending=False, kind="stable")
-    return table.reset_index(drop=True)
+    rest = [c for c in table if c not in ["name", *stats, *grouping]]
+    sort_key = columns.default_sort(np.nansum(table["self_device_us"]) > 0)
+    # Descending on both keys, ties in row order, NaN last: what
+    # ``sort_values([sort_key, "cpu_total_us"], ascending=False, kind="stable")``
+    # does (it negates the floats and lexsorts them).
+    order = np.lexsort((-table["cpu_total_us"], -table[sort_key]))
+    return pd.DataFrame({c: table[c][order] for c in ["name", *stats, *grouping, *rest]}, copy=False)
 
 
 #: Columns of the op and kernel tables that add up over steps. Per-call
