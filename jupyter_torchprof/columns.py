@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .format import fmt_bytes, fmt_count, fmt_flops, fmt_pct, fmt_time
+from .format import fixed, fmt_bytes, fmt_calls, fmt_count, fmt_flops, fmt_pct, fmt_time
 
 #: Sort keys a user may type (``--sort``, ``Profile.table(sort=)``) and the op-table column each names.
 SORT_ALIASES = {
@@ -272,6 +272,8 @@ def op_sort(sort: str | None, device: bool, columns: Iterable[str]) -> str:
 
 
 def _signed_time(x: float) -> str:
+    if not math.isfinite(x):
+        return "–"
     if x == 0:
         return "0"
     return ("+" if x > 0 else "−") + fmt_time(abs(x))
@@ -280,22 +282,24 @@ def _signed_time(x: float) -> str:
 def _ratio(x: float) -> str:
     if math.isinf(x):
         return "new" if x > 0 else "–"
-    return f"{x:.2f}×"
+    return f"{fixed(x, 2)}×"
 
 
-def _per_step_count(x: float) -> str:
-    return f"{x:,.2f}".rstrip("0").rstrip(".")
+def _number(x: float) -> str:
+    return fixed(x, 1, sep=True) if math.isfinite(x) else "–"
 
 
+#: How each numeric kind reads; the sidebar's `formatCell` (labextension/src/runs.ts) and the bokeh
+#: tables' `views.tables.FORMAT_JS` print the same (tests/data/format_cases/kinds.json holds all three).
 _FORMAT: dict[str, Callable[[float], str]] = {
     "count": fmt_count,
-    "calls": _per_step_count,
+    "calls": fmt_calls,
     "time": fmt_time,
     "delta": _signed_time,
     "pct": fmt_pct,
     "bytes": fmt_bytes,
     "flops": fmt_flops,
-    "number": lambda x: f"{x:,.1f}",
+    "number": _number,
     "ratio": _ratio,
 }
 

@@ -51,59 +51,6 @@ def _template(body: str) -> str:
     return "<% if (value == null || isNaN(value)) { %>–<% } else { %>" + body + "<% } %>"
 
 
-def time_formatter() -> Any:
-    """µs → ``12.3 µs`` / ``4.5 ms``, right-aligned (sorting uses the number)."""
-    from bokeh.models import HTMLTemplateFormatter
-
-    js = FMT_TIME_JS.replace("\n", " ")
-    return HTMLTemplateFormatter(
-        template=_template(
-            '<div style="text-align:right"><%= (function(){ ' + js + " return fmt_time(value); })() %></div>"
-        )
-    )
-
-
-def bytes_formatter() -> Any:
-    """Bytes → ``1.5 MiB``, right-aligned."""
-    from bokeh.models import HTMLTemplateFormatter
-
-    js = FMT_BYTES_JS.replace("\n", " ")
-    return HTMLTemplateFormatter(
-        template=_template(
-            '<div style="text-align:right"><%= (function(){ ' + js + " return fmt_bytes(value); })() %></div>"
-        )
-    )
-
-
-def share_formatter() -> Any:
-    """A percentage drawn as a bar in the cell with its value on top."""
-    from bokeh.models import HTMLTemplateFormatter
-
-    bar = (
-        '<div style="position:relative;height:100%;min-height:16px">'
-        '<div style="position:absolute;left:0;top:3px;bottom:3px;border-radius:2px;'
-        "background:var(--jp-brand-color2,#90caf9);opacity:0.75;"
-        'width:<%= Math.max(0, Math.min(100, value)).toFixed(1) %>%"></div>'
-        '<div style="position:relative;text-align:right;padding-right:2px">'
-        "<%= value.toFixed(1) %>%</div></div>"
-    )
-    return HTMLTemplateFormatter(template=_template(bar))
-
-
-def count_formatter() -> Any:
-    """Integers with thousands separators (and up to two decimals: calls per step)."""
-    from bokeh.models import NumberFormatter
-
-    return NumberFormatter(format="0,0.[00]", text_align="right")
-
-
-def float_formatter(fmt: str = "0.0") -> Any:
-    """A plain number."""
-    from bokeh.models import NumberFormatter
-
-    return NumberFormatter(format=fmt, text_align="right", nan_format="–")
-
-
 #: `format.fmt_flops` in the browser (same prefixes, digits and "–"), so a
 #: bokeh table's FLOPs read as the text and HTML tables' do.
 FMT_FLOPS_JS = """
@@ -117,18 +64,91 @@ function fmt_flops(f, unit) {
 }
 """
 
+#: Thousands separators in the whole part of a number written by toFixed (``1234.5`` -> ``1,234.5``).
+_SEP_JS = """
+function sep(t) { return t.replace(/^(-?)(\\d+)/, (m, s, d) => s + d.replace(/\\B(?=(\\d{3})+(?!\\d))/g, ",")); }
+"""
+
+#: The other kinds of `columns.format_cell` in the browser: shares, counts
+#: (per step: up to two decimals), plain numbers, ratios, signed times.
+FMT_OTHER_JS = (
+    _SEP_JS
+    + """
+function fmt_pct(p) { return (p == null || !isFinite(p)) ? "\u2013" : p.toFixed(1) + "%"; }
+function fmt_calls(n) {
+  if (n == null || !isFinite(n)) return "\u2013";
+  const t = sep(n.toFixed(2)).replace(/0+$/, "").replace(/\\.$/, "");
+  return t === "-0" ? "0" : t;
+}
+function fmt_number(x) { return (x == null || !isFinite(x)) ? "\u2013" : sep(x.toFixed(1)); }
+function fmt_ratio(r) {
+  if (r == null || isNaN(r)) return "\u2013";
+  if (!isFinite(r)) return r > 0 ? "new" : "\u2013";
+  return r.toFixed(2) + "\u00d7";
+}
+function fmt_delta(x) {
+  if (x == null || !isFinite(x)) return "\u2013";
+  if (x === 0) return "0";
+  return (x > 0 ? "+" : "\u2212") + fmt_time(Math.abs(x));
+}
+"""
+)
+
+#: The JavaScript call that writes a cell of each numeric kind (``unit``: a FLOPs column's).
+KIND_JS_CALLS = {
+    "time": "fmt_time(value)",
+    "delta": "fmt_delta(value)",
+    "pct": "fmt_pct(value)",
+    "bytes": "fmt_bytes(value)",
+    "count": "fmt_calls(value)",
+    "calls": "fmt_calls(value)",
+    "flops": "fmt_flops(value, {unit})",
+    "number": "fmt_number(value)",
+    "ratio": "fmt_ratio(value)",
+}
+
+
+def kind_js(kind: str, unit: str = "") -> tuple[str, str]:
+    """The JavaScript functions a numeric kind's cells need and the expression that writes one from ``value``."""
+    import json
+
+    call = KIND_JS_CALLS[kind].format(unit=json.dumps(unit or catalog.KIND_UNITS["flops"]))
+    return FMT_TIME_JS + FMT_BYTES_JS + FMT_FLOPS_JS + FMT_OTHER_JS, call
+
+
+def number_formatter(kind: str, unit: str = "") -> Any:
+    """A numeric kind's cells as `columns.format_cell` writes them, right-aligned (sorting uses the number)."""
+    from bokeh.models import HTMLTemplateFormatter
+
+    functions, call = kind_js(kind, unit)
+    js = functions.replace("\n", " ")
+    return HTMLTemplateFormatter(
+        template=_template(
+            '<div style="text-align:right"><%= (function(){ ' + js + f" return {call};" + " })() %></div>"
+        )
+    )
+
+
+def share_formatter() -> Any:
+    """A percentage drawn as a bar in the cell with its value on top."""
+    from bokeh.models import HTMLTemplateFormatter
+
+    functions, call = kind_js("pct")
+    js = functions.replace("\n", " ")
+    bar = (
+        '<div style="position:relative;height:100%;min-height:16px">'
+        '<div style="position:absolute;left:0;top:3px;bottom:3px;border-radius:2px;'
+        "background:var(--jp-brand-color2,#90caf9);opacity:0.75;"
+        'width:<%= Math.max(0, Math.min(100, value)).toFixed(1) %>%"></div>'
+        '<div style="position:relative;text-align:right;padding-right:2px">'
+        "<%= (function(){ " + js + f" return {call};" + " })() %></div></div>"
+    )
+    return HTMLTemplateFormatter(template=_template(bar))
+
 
 def flops_formatter(unit: str = "FLOP") -> Any:
     """FLOP counts (or rates, ``unit="FLOP/s"``) with SI prefixes, right-aligned; sorting uses the number."""
-    import json
-
-    from bokeh.models import HTMLTemplateFormatter
-
-    js = FMT_FLOPS_JS.replace("\n", " ")
-    call = f"return fmt_flops(value, {json.dumps(unit)});"
-    return HTMLTemplateFormatter(
-        template=_template('<div style="text-align:right"><%= (function(){ ' + js + call + " })() %></div>")
-    )
+    return number_formatter("flops", unit)
 
 
 def text_formatter() -> Any:
@@ -138,30 +158,19 @@ def text_formatter() -> Any:
     return StringFormatter(nan_format="", null_format="")
 
 
-#: The bokeh formatter of each kind of the catalog (`columns.KINDS`).
-_FORMATTERS = {
-    "name": text_formatter,
-    "text": text_formatter,
-    "status": text_formatter,
-    "time": time_formatter,
-    "delta": time_formatter,
-    "bytes": bytes_formatter,
-    "pct": share_formatter,
-    "count": count_formatter,
-    "calls": count_formatter,
-    "number": float_formatter,
-    "ratio": lambda: float_formatter("0.00"),
-    "flops": flops_formatter,
-}
-
-
 def column_formatter(column: Column) -> Any:
-    """The bokeh formatter of one catalog column (a FLOPs column's unit says count or rate; notes as chips)."""
+    """The bokeh formatter of one catalog column (a FLOPs column's unit says count or rate; notes as chips).
+
+    Text goes through `text_formatter`; shares are bars; every other number
+    is written by `KIND_JS_CALLS`, the rules of `columns.format_cell`.
+    """
     if column.key == NOTE_KEY:
         return note_chip_formatter()
-    if column.kind == "flops":
-        return flops_formatter(column.unit or catalog.KIND_UNITS["flops"])
-    return _FORMATTERS[column.kind]()
+    if not column.numeric:
+        return text_formatter()
+    if column.kind == "pct":
+        return share_formatter()
+    return number_formatter(column.kind, column.unit)
 
 
 def _column_data(frame: pd.DataFrame, columns: list[Column]) -> dict[str, Any]:

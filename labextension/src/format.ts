@@ -1,9 +1,11 @@
 /**
  * Number and date formatting for the sidebar and run panels.
  *
- * The time, percentage and byte formats follow the Python views
- * (jupyter_torchprof/views/format.py) so a number reads the same inline and
- * in the sidebar.
+ * Every numeric kind reads as the Python catalog writes it
+ * (jupyter_torchprof/format.py, columns.format_cell), so a number reads the
+ * same inline, in the report and in the sidebar: one table of cases
+ * (tests/data/format_cases/kinds.json) holds both, and the bokeh tables.
+ * Unknown, NaN and infinite values read `–` (a ratio's +∞ reads `new`).
  */
 
 /** Placeholder for a value that is unknown or not measured. */
@@ -13,14 +15,31 @@ function isMissing(x: number | null | undefined): x is null | undefined {
   return x === null || x === undefined || Number.isNaN(x);
 }
 
+/** Unknown, NaN or ±∞: a duration, share, size or count that is not known. */
+function notFinite(x: number | null | undefined): x is null | undefined {
+  return isMissing(x) || !Number.isFinite(x);
+}
+
+/** Thousands separators in the whole part of a number written by toFixed (`1234.5` -> `1,234.5`). */
+function withSeparators(text: string): string {
+  return text.replace(/^(-?)(\d+)/, (_m, sign: string, whole: string) =>
+    sign + whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')
+  );
+}
+
+/** Three significant digits under 100, whole numbers from there: `12.3`, `812`, `1234`. */
+function threeOrWhole(v: number): string {
+  return Math.abs(v) < 100 ? sig3(v) : v.toFixed(0);
+}
+
 /** Three significant digits without trailing zeros (Python's `:.3g` in range). */
 function sig3(x: number): string {
   return String(Number(x.toPrecision(3)));
 }
 
-/** A duration in µs as a short string: `812 ns`, `12.3 µs`, `4.56 ms`, `1.2 s`. */
+/** A duration in µs as a short string: `812 ns`, `12.3 µs`, `4.56 ms`, `1.2 s`, `1234 s`. */
 export function fmtTime(us: number | null | undefined): string {
-  if (isMissing(us)) {
+  if (notFinite(us)) {
     return MISSING;
   }
   const a = Math.abs(us);
@@ -31,17 +50,17 @@ export function fmtTime(us: number | null | undefined): string {
     return `${(us * 1e3).toFixed(0)} ns`;
   }
   if (a < 1e3) {
-    return a < 100 ? `${sig3(us)} µs` : `${us.toFixed(0)} µs`;
+    return `${threeOrWhole(us)} µs`;
   }
   if (a < 1e6) {
-    return a < 1e5 ? `${sig3(us / 1e3)} ms` : `${(us / 1e3).toFixed(0)} ms`;
+    return `${threeOrWhole(us / 1e3)} ms`;
   }
-  return `${sig3(us / 1e6)} s`;
+  return `${threeOrWhole(us / 1e6)} s`;
 }
 
 /** A signed duration: `+1.2 ms`, `−340 µs` (for diffs). */
 export function fmtDelta(us: number | null | undefined): string {
-  if (isMissing(us)) {
+  if (notFinite(us)) {
     return MISSING;
   }
   if (us === 0) {
@@ -52,7 +71,7 @@ export function fmtDelta(us: number | null | undefined): string {
 
 /** A percentage with one decimal. */
 export function fmtPct(p: number | null | undefined): string {
-  return isMissing(p) ? MISSING : `${p.toFixed(1)}%`;
+  return notFinite(p) ? MISSING : `${p.toFixed(1)}%`;
 }
 
 /**
@@ -60,31 +79,24 @@ export function fmtPct(p: number | null | undefined): string {
  * most two decimals, trailing zeros dropped (`1,234.5`), as the Python views.
  */
 export function fmtCalls(n: number | null | undefined): string {
-  if (isMissing(n)) {
+  if (notFinite(n)) {
     return MISSING;
   }
-  const [whole, frac] = Math.abs(n).toFixed(2).split('.');
-  const digits = frac.replace(/0+$/, '');
-  const sign = n < 0 && Number(n.toFixed(2)) !== 0 ? '-' : '';
-  return `${sign}${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}${digits ? `.${digits}` : ''}`;
+  const text = withSeparators(n.toFixed(2)).replace(/0+$/, '').replace(/\.$/, '');
+  return text === '-0' ? '0' : text;
 }
 
-/** An integer count with thousands separators (`12,345`). */
+/**
+ * An integer count with thousands separators (`12,345`); a fractional one
+ * (a count per step) as `fmtCalls` (`2.5`), as the Python catalog.
+ */
 export function fmtCount(n: number | null | undefined): string {
-  if (isMissing(n)) {
-    return MISSING;
-  }
-  const rounded = Math.round(n);
-  if (Math.abs(n - rounded) > 1e-9) {
-    // per-step counts of a diff can be fractional
-    return n.toFixed(2);
-  }
-  return rounded.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return fmtCalls(n);
 }
 
 /** A byte count with a binary unit. */
 export function fmtBytes(b: number | null | undefined): string {
-  if (isMissing(b)) {
+  if (notFinite(b)) {
     return MISSING;
   }
   const a = Math.abs(b);
@@ -133,20 +145,20 @@ export function fmtFlops(f: number | null | undefined, unit = 'FLOP'): string {
   return `${digits3(f)} ${unit}`;
 }
 
-/** A ratio such as a speed-up: `1.85×`; `new` for infinity. */
+/** A ratio such as a speed-up: `1.85×`; `new` for +∞ (nothing before), `–` for -∞. */
 export function fmtRatio(r: number | null | undefined): string {
   if (isMissing(r)) {
     return MISSING;
   }
   if (!Number.isFinite(r)) {
-    return 'new';
+    return r > 0 ? 'new' : MISSING;
   }
   return `${r.toFixed(2)}×`;
 }
 
-/** A plain number (occupancy, registers, bandwidth) with up to 3 significant digits. */
+/** A plain number (occupancy, bandwidth, % of peak): one decimal, thousands separators (`1,234.6`). */
 export function fmtNumber(x: number | null | undefined): string {
-  return isMissing(x) ? MISSING : sig3(x);
+  return notFinite(x) ? MISSING : withSeparators(x.toFixed(1));
 }
 
 function pad(n: number): string {

@@ -60,7 +60,7 @@ test('fmtPct, fmtCount, fmtFlops', () => {
   expect(fmtPct(100)).toBe('100.0%');
   expect(fmtCount(1234567)).toBe('1,234,567');
   expect(fmtCount(12)).toBe('12');
-  expect(fmtCount(2.5)).toBe('2.50'); // a per-step count of a diff
+  expect(fmtCount(2.5)).toBe('2.5'); // a per-step count, as the Python catalog writes it
   expect(fmtFlops(5e11)).toBe('500 GFLOP');
   expect(fmtFlops(2e12)).toBe('2 TFLOP');
   expect(fmtFlops(1500)).toBe('1.5 kFLOP');
