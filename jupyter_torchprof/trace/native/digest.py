@@ -303,8 +303,15 @@ def _map_values(interner: Interner, local: np.ndarray, values: Sequence[Any]) ->
     return out
 
 
-def _map_keys(interner: Interner, parts: list[tuple[np.ndarray, int]], key: Callable[..., Any]) -> np.ndarray:
-    """Global codes of keys made from several local codes per row (``key(*codes)``), interned in order."""
+def _map_keys(
+    interner: Interner, parts: list[tuple[np.ndarray, int]], table: list[Any], make: Callable[..., Any]
+) -> np.ndarray:
+    """Global codes of keys made from several local codes per row, interned in order.
+
+    A row's key is ``make((table[c1], table[c2], ...))`` of its local codes;
+    ``table`` ends with what code -1 (absent) stands for, so that
+    ``table[-1]`` is it.
+    """
     combo = np.zeros(len(parts[0][0]), dtype=np.int64)
     for codes, size in parts:
         combo = combo * (size + 1) + (codes.astype(np.int64) + 1)
@@ -315,7 +322,8 @@ def _map_keys(interner: Interner, parts: list[tuple[np.ndarray, int]], key: Call
     for _, size in reversed(parts):
         rest, rem = np.divmod(rest, size + 1)
         columns.append((rem - 1).tolist())
-    keys = list(map(key, *reversed(columns)))
+    # map() and zip() in C: one Python-level call per distinct key (make), not three.
+    keys = list(map(make, zip(*(map(table.__getitem__, col) for col in reversed(columns)), strict=True)))
     index, values = interner.index, interner.values
     out = np.fromiter(map(index.get, keys, repeat(-2)), np.int32, count=len(keys))
     if (out == -2).any():
@@ -404,10 +412,6 @@ def _commit_x(
     b._append(b.cols, **out)
 
 
-def _raw(raws: list[bytes], k: int) -> bytes:
-    return raws[k] if k >= 0 else b""
-
-
 def _launch_codes(
     b: Builder, c: dict[str, np.ndarray], dev: np.ndarray, raws: list[bytes], sep: bytes
 ) -> np.ndarray | None:
@@ -415,9 +419,7 @@ def _launch_codes(
     if not ((grid >= 0).any() or (block >= 0).any()):
         return None
     n = len(raws)
-    return _map_keys(
-        b.groups["launch"], [(grid, n), (block, n)], lambda g, k: sep.join((_raw(raws, g), _raw(raws, k)))
-    )
+    return _map_keys(b.groups["launch"], [(grid, n), (block, n)], [*raws, b""], sep.join)
 
 
 def _shape_codes(
@@ -428,18 +430,10 @@ def _shape_codes(
     has_conc = bool((conc >= 0).any())
     if (dims >= 0).any() or (types >= 0).any():
         if not has_conc:
-            return _map_keys(
-                b.groups["shapes"],
-                [(dims, n), (types, n)],
-                lambda d, t: sep.join((_raw(raws, d), _raw(raws, t))),
-            )
+            return _map_keys(b.groups["shapes"], [(dims, n), (types, n)], [*raws, b""], sep.join)
     elif not has_conc:
         return None
-    return _map_keys(
-        b.groups["shapes"],
-        [(dims, n), (types, n), (conc, n)],
-        lambda d, t, k: sep.join((_raw(raws, d), _raw(raws, t), _raw(raws, k))),
-    )
+    return _map_keys(b.groups["shapes"], [(dims, n), (types, n), (conc, n)], [*raws, b""], sep.join)
 
 
 def _python_codes(
@@ -449,8 +443,4 @@ def _python_codes(
     if not ((stack >= 0).any() or (module >= 0).any()):
         return None
     n = len(strs)
-    return _map_keys(
-        b.groups["python"],
-        [(stack, n), (module, n)],
-        lambda s, mh: (strs[s] if s >= 0 else "", strs[mh] if mh >= 0 else ""),
-    )
+    return _map_keys(b.groups["python"], [(stack, n), (module, n)], [*strs, ""], tuple)
