@@ -106,3 +106,37 @@ def test_needed_flows_come_without_a_second_pass(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(parser, "_flows_only", second_pass)
     data = parse_trace(SHAPES / "mtia_rank_0.json.gz")
     assert len(data.flows) and data.meta.flows_unread == 0
+
+
+def test_long_decimal_timestamps_round_as_python(monkeypatch: pytest.MonkeyPatch, needs_native: None) -> None:
+    # Nanosecond clocks written in µs with 3 decimals have 19 digits, past
+    # the scanner's exact double path: these take its integer division.
+    # Ties (x.125, x.375 ... at 2^50-2^51, where a double's step is 0.25)
+    # round to even, as Python's float() and msgspec do.
+    rng = np.random.default_rng(25)
+    texts = [
+        f"{int(v)}.{int(f):03d}"
+        for v, f in zip(rng.integers(10**15, 9 * 10**15, 3000), rng.integers(0, 1000, 3000), strict=True)
+    ]
+    texts += [
+        f"{k}.{frac}"
+        for k in range(1712195495519680, 1712195495519700)
+        for frac in ("125", "375", "625", "875")
+    ]
+    texts += [
+        "9007199254740993.5",
+        "4503599627370495.75",
+        "1125899906842624.125",
+        "12345678901234567.89",
+        "1.0000000000000000001",
+    ]
+    body = ",".join(
+        f'{{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":{t},"dur":1.5}}' for t in texts
+    )
+    data = f'{{"traceEvents":[{body}]}}'.encode()
+    ((pure, _), (fast, _)), stats = _both(lambda: parser.parse_bytes(data), monkeypatch)
+    assert stats["native"] >= 1, stats
+    assert_same(pure, fast)
+    absolute = fast.events["ts"].to_numpy() + fast.meta.t0_us
+    # (events past 2^53 µs are skipped, on both paths)
+    assert sorted(absolute.tolist()) == sorted(x for x in map(float, texts) if x <= parser.MAX_TIMESTAMP_US)

@@ -359,6 +359,36 @@ static int to_int(const Val *v, int64_t *out) {
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+static const uint64_t POW10_U64[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL,
+    1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+    1000000000000000000ULL, 10000000000000000000ULL};
+
+/* w / d correctly rounded (to nearest, ties to even) into a double, for a
+   quotient in [1, 2^53): 53 significant bits by one exact integer division.
+   0 when the quotient is out of that range or there is no 128-bit integer
+   type (the caller then uses strtod). */
+static int exact_quotient(uint64_t w, uint64_t d, double *out) {
+#ifdef __SIZEOF_INT128__
+    uint64_t q = w / d;
+    if (q == 0 || q >= (1ULL << 53)) return 0;
+    int bits = 64 - __builtin_clzll(q);
+    int shift = 53 - bits; /* the quotient times 2^shift lies in [2^52, 2^53) */
+    unsigned __int128 n = (unsigned __int128)w << shift;
+    uint64_t m = (uint64_t)(n / d), r = (uint64_t)(n % d);
+    /* Round half to even: compare 2r with d without overflow (r < d). */
+    if (r > d - r || (r == d - r && (m & 1))) m++;
+    *out = ldexp((double)m, -shift); /* m <= 2^53: exact, as is the scaling */
+    return 1;
+#else
+    (void)w;
+    (void)d;
+    (void)out;
+    return 0;
+#endif
+}
+
 /* `c_locale`: whether strtod reads '.' as the decimal point (checked per scan). */
 static int to_float(const Val *v, double *out, int c_locale) {
     if (v->t != V_INT && v->t != V_FLOAT) return TP_TYPE;
@@ -407,6 +437,11 @@ static int to_float(const Val *v, double *out, int c_locale) {
         double d = (double)w;
         d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
         *out = neg ? -d : d;
+        return TP_OK;
+    }
+    if (exp10 < 0 && exp10 >= -19 && exact_quotient(w, POW10_U64[-exp10], out)) {
+        /* ns timestamps in µs ("1712195495519689.047": 19 digits) */
+        if (neg) *out = -*out;
         return TP_OK;
     }
 slow:;
