@@ -61,18 +61,35 @@ def name_mask(
     ctx: NoteContext, test: Callable[[str], bool], kinds: Iterable[str] = (K.CPU_OP,)
 ) -> np.ndarray:
     """Per event: True where ``test(name)`` holds (tested once per distinct name) and its kind is one of ``kinds``."""
-    names = ctx.events["name"]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype("category")
-    categories = names.cat.categories
+    categories, order, bounds = _rows_by_name(ctx)
     good = np.fromiter((bool(test(str(c))) for c in categories), dtype=bool, count=len(categories))
-    codes = names.cat.codes.to_numpy()
-    rows = np.flatnonzero(good[codes] & (codes >= 0))
+    wanted = np.flatnonzero(good)
+    # The rows of each wanted name are one slice of the events ordered by
+    # name code: no pass over every event per rule.
+    lengths = bounds[wanted + 1] - bounds[wanted]
+    starts = np.repeat(bounds[wanted] - np.cumsum(lengths) + lengths, lengths)
+    rows = order[starts + np.arange(int(lengths.sum()))]
     # the kind is checked on the few rows the name picked, not on every event
     rows = rows[of_kinds(ctx, rows, kinds)]
-    out = np.zeros(len(names), dtype=bool)
+    out = np.zeros(len(ctx.parent), dtype=bool)
     out[rows] = True
     return out
+
+
+def _rows_by_name(ctx: NoteContext) -> tuple[pd.Index, np.ndarray, np.ndarray]:
+    """The names, the events ordered by name code, and where each code's rows start in that order (and end).
+
+    Computed once per context (kept in its ``__dict__``, as its cached
+    properties are): a dozen rules look names up.
+    """
+    cached = ctx.__dict__.get("_rows_by_name")
+    if cached is None:
+        codes, categories = name_codes(ctx)
+        small = codes.astype(np.int16) if len(categories) < 2**15 else codes
+        order = np.argsort(small, kind="stable")
+        bounds = np.searchsorted(small[order], np.arange(len(categories) + 1))
+        cached = ctx.__dict__["_rows_by_name"] = (categories, order, bounds)
+    return cached
 
 
 def rows_named(ctx: NoteContext, names: Iterable[str], kinds: Iterable[str] = (K.CPU_OP,)) -> np.ndarray:
