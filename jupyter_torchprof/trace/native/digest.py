@@ -238,8 +238,12 @@ class Digester:
             return
         P = self.P
         launch = P._LAUNCH_FLOW
-        is_launch = np.array([s in launch for s in strs] + [False], dtype=bool)
-        rows = np.flatnonzero(is_launch[self.cols["f_cat"][:n]])
+        cat = self.cols["f_cat"][:n]
+        # Only the categories flows have are looked up (a chunk has thousands of strings).
+        is_launch = np.zeros(len(strs) + 1, dtype=bool)
+        for k in np.unique(cat).tolist():
+            is_launch[k] = k >= 0 and strs[k] in launch
+        rows = np.flatnonzero(is_launch[cat])
         if not len(rows):
             return
         c = {k: v[rows] for k, v in self.cols.items() if k.startswith("f_")}
