@@ -290,7 +290,7 @@ def _number(x: float) -> str:
 
 
 #: How each numeric kind reads; the sidebar's `formatCell` (labextension/src/runs.ts) and the bokeh
-#: tables' `views.tables.FORMAT_JS` print the same (tests/data/format_cases/kinds.json holds all three).
+#: tables' `views.tables.KIND_JS` print the same (tests/data/format_cases/kinds.json holds all three).
 _FORMAT: dict[str, Callable[[float], str]] = {
     "count": fmt_count,
     "calls": fmt_calls,

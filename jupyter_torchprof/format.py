@@ -120,7 +120,7 @@ def fmt_flops(f: float | None, unit: str = "FLOP") -> str:
 
     ``–`` where nothing was counted (0, unknown or not finite): torch gives
     ops without a formula 0 FLOPs, which is "not counted", not "free".
-    `views.tables.FORMAT_JS` is the same rule in the browser.
+    `views.tables.FMT_FLOPS_JS` is the same rule in the browser.
     """
     if f is None or not math.isfinite(f) or f == 0:
         return "–"

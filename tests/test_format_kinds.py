@@ -61,16 +61,18 @@ def _js_cells(cases: list[dict]) -> list[str]:
     """What each case's bokeh cell reads: the kind's template guard, then its function (views.tables)."""
     from jupyter_torchprof.views.tables import kind_js
 
-    calls = []
+    cells = []
     for c in cases:
         functions, call = kind_js(c["kind"], c.get("unit", ""))
         raw = c["value"]
         value = (
             "null" if raw is None else {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(raw, raw)
         )
-        calls.append(f"((value) => (value == null || isNaN(value)) ? '\u2013' : {call})({value})")
-    # kind_js gives every kind the same functions: defined once, then one call per case.
-    script = functions + "\nconsole.log(JSON.stringify([" + ",\n".join(calls) + "]));"
+        # Each cell in a scope of its own, with its kind's functions only, as its template runs it.
+        cells.append(
+            f"((value) => {{ if (value == null || isNaN(value)) return '\u2013'; {functions} return {call}; }})({value})"
+        )
+    script = "console.log(JSON.stringify([" + ",\n".join(cells) + "]));"
     out = subprocess.run(["node"], input=script, capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout)
 

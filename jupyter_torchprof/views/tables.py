@@ -68,43 +68,48 @@ function fmt_flops(f, unit) {
 _SEP_JS = """
 function sep(t) { return t.replace(/^(-?)(\\d+)/, (m, s, d) => s + d.replace(/\\B(?=(\\d{3})+(?!\\d))/g, ",")); }
 """
-
 #: The other kinds of `columns.format_cell` in the browser: shares, counts
 #: (per step: up to two decimals), plain numbers, ratios, signed times.
-FMT_OTHER_JS = (
-    _SEP_JS
-    + """
+_PCT_JS = """
 function fmt_pct(p) { return (p == null || !isFinite(p)) ? "\u2013" : p.toFixed(1) + "%"; }
+"""
+_CALLS_JS = """
 function fmt_calls(n) {
   if (n == null || !isFinite(n)) return "\u2013";
   const t = sep(n.toFixed(2)).replace(/0+$/, "").replace(/\\.$/, "");
   return t === "-0" ? "0" : t;
 }
+"""
+_NUMBER_JS = """
 function fmt_number(x) { return (x == null || !isFinite(x)) ? "\u2013" : sep(x.toFixed(1)); }
+"""
+_RATIO_JS = """
 function fmt_ratio(r) {
   if (r == null || isNaN(r)) return "\u2013";
   if (!isFinite(r)) return r > 0 ? "new" : "\u2013";
   return r.toFixed(2) + "\u00d7";
 }
+"""
+_DELTA_JS = """
 function fmt_delta(x) {
   if (x == null || !isFinite(x)) return "\u2013";
   if (x === 0) return "0";
   return (x > 0 ? "+" : "\u2212") + fmt_time(Math.abs(x));
 }
 """
-)
 
-#: The JavaScript call that writes a cell of each numeric kind (``unit``: a FLOPs column's).
-KIND_JS_CALLS = {
-    "time": "fmt_time(value)",
-    "delta": "fmt_delta(value)",
-    "pct": "fmt_pct(value)",
-    "bytes": "fmt_bytes(value)",
-    "count": "fmt_calls(value)",
-    "calls": "fmt_calls(value)",
-    "flops": "fmt_flops(value, {unit})",
-    "number": "fmt_number(value)",
-    "ratio": "fmt_ratio(value)",
+#: Per numeric kind: the JavaScript functions its cells need (each template
+#: carries only its own) and the call that writes a cell (``unit``: a FLOPs column's).
+KIND_JS = {
+    "time": ((FMT_TIME_JS,), "fmt_time(value)"),
+    "delta": ((FMT_TIME_JS, _DELTA_JS), "fmt_delta(value)"),
+    "pct": ((_PCT_JS,), "fmt_pct(value)"),
+    "bytes": ((FMT_BYTES_JS,), "fmt_bytes(value)"),
+    "count": ((_SEP_JS, _CALLS_JS), "fmt_calls(value)"),
+    "calls": ((_SEP_JS, _CALLS_JS), "fmt_calls(value)"),
+    "flops": ((FMT_FLOPS_JS,), "fmt_flops(value, {unit})"),
+    "number": ((_SEP_JS, _NUMBER_JS), "fmt_number(value)"),
+    "ratio": ((_RATIO_JS,), "fmt_ratio(value)"),
 }
 
 
@@ -112,8 +117,8 @@ def kind_js(kind: str, unit: str = "") -> tuple[str, str]:
     """The JavaScript functions a numeric kind's cells need and the expression that writes one from ``value``."""
     import json
 
-    call = KIND_JS_CALLS[kind].format(unit=json.dumps(unit or catalog.KIND_UNITS["flops"]))
-    return FMT_TIME_JS + FMT_BYTES_JS + FMT_FLOPS_JS + FMT_OTHER_JS, call
+    functions, call = KIND_JS[kind]
+    return "".join(functions), call.format(unit=json.dumps(unit or catalog.KIND_UNITS["flops"]))
 
 
 def number_formatter(kind: str, unit: str = "") -> Any:
@@ -162,7 +167,7 @@ def column_formatter(column: Column) -> Any:
     """The bokeh formatter of one catalog column (a FLOPs column's unit says count or rate; notes as chips).
 
     Text goes through `text_formatter`; shares are bars; every other number
-    is written by `KIND_JS_CALLS`, the rules of `columns.format_cell`.
+    is written by `KIND_JS`, the rules of `columns.format_cell`.
     """
     if column.key == NOTE_KEY:
         return note_chip_formatter()
