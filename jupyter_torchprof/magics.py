@@ -221,6 +221,50 @@ class TorchProf(Magics):
         return args, rest
 
 
+#: What every ``%%torchprof`` run imports (pandas and pyarrow with them) and
+#: each ``%load_ext`` imports at once (`preload`): the set-up's modules, then
+#: those that read the trace and make the tables. Not torch (the notebook
+#: imports it) nor bokeh (the view's, a second more).
+PRELOADED = (
+    "jupyter_torchprof.capture.device",
+    "jupyter_torchprof.capture.runner",
+    "jupyter_torchprof.capture.cellcheck",
+    "jupyter_torchprof.run_options",
+    "jupyter_torchprof.views.progress",
+    "jupyter_torchprof.results.profile",
+    "jupyter_torchprof.trace.files",
+    "jupyter_torchprof.trace.neuron",
+    "jupyter_torchprof.trace.xplane",
+    "jupyter_torchprof.trace.native.digest",
+    "jupyter_torchprof.analysis.findings",
+    "pyarrow.pandas_compat",  # pandas imports it when it first makes an Arrow string column
+)
+
+
+def preload() -> None:
+    """Import `PRELOADED` and load the native parser, as ``%load_ext`` runs.
+
+    A session's first profile paid them between the end of its last step
+    and its op table (pandas alone 0.2-0.3 s, the rest about 50 ms; a
+    small profile's own work is a few tens of ms), once per kernel: paid
+    here instead, where the session pays its imports. A failure is left for
+    the run that needs the module, which says what went wrong.
+    """
+    import importlib
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - the run that needs it reports it
+            continue
+    try:
+        from .trace import native
+
+        native.library()  # found (or built once per machine) and loaded
+    except Exception:  # noqa: BLE001, S110 - the parse falls back to Python, as without preloading
+        pass
+
+
 _VALUE = re.compile(r"""("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
 
 
