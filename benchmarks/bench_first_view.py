@@ -69,7 +69,10 @@ t_page, c_page = time.perf_counter(), time.thread_time()
 
 # The same trace, loaded again: its load and tables, then a view of it.
 import jupyter_torchprof as jt
-from jupyter_torchprof.store import wait_for_compression
+try:
+    from jupyter_torchprof.runs import wait_for_compression
+except ImportError:  # a tree from before runs/ (the base of a comparison)
+    from jupyter_torchprof.store import wait_for_compression
 wait_for_compression()
 trace = profile.trace_path
 t1 = time.perf_counter()

@@ -5,7 +5,7 @@ run store; requests go through HTTP as the sidebar's do. Every request hits
 a run folder the server has never seen (fresh copies each round of the trace
 and its ``run.json``: the store serves no hard-linked file), so the server's in-memory caches
 never answer; what differs is only whether the run folder holds the cache
-files (`jupyter_torchprof.results.cache`):
+files (`jupyter_torchprof.runs.cache`):
 
 * ``cold``: no cache files: the server parses the trace and analyses it
   (and then writes the cache, as it does);
@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT / "tests" / "data" / "kineto" / "v100_ddp_ns_timestamps.pt.trace.json.gz"
 sys.path.insert(0, str(ROOT))
 
-from jupyter_torchprof.results import cache  # noqa: E402
 from jupyter_torchprof.results.profile import Profile  # noqa: E402
-from jupyter_torchprof.store import TRACE_NAME, RunStore, new_run_id, run_info  # noqa: E402
+from jupyter_torchprof.runs import cache  # noqa: E402
+from jupyter_torchprof.runs.store import TRACE_NAME, RunStore, new_run_id, run_info  # noqa: E402
 
 LOAD = 20
 MIN_SAMPLES = 30
@@ -125,7 +125,7 @@ class Server:
 
 def make_template(store: RunStore, source: Path) -> Path:
     """One run folder as the store keeps a loaded trace: the trace, run.json and the table cache."""
-    from jupyter_torchprof.export import write_table_cache
+    from jupyter_torchprof.runs.keep import write_table_cache
 
     folder = store.create()
     shutil.copyfile(source, folder / TRACE_NAME)

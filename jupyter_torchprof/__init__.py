@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import TorchProfError, TraceError
-from .results import seams as _seams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import profile, profiling
@@ -77,7 +76,7 @@ def load(
     ranks of a folder at a URL are fetched where they are parsed (on a Dask
     cluster, each worker reads its own); nothing is written to the store.
     """
-    from .results.load import load as _load
+    from .runs.load import load as _load
 
     if not progress:
         return _load(path, name=name, client=client, workers=workers, storage_options=storage_options)
@@ -103,17 +102,6 @@ def unload_ipython_extension(ipython: Any) -> None:
     """Nothing to undo beyond what IPython does itself."""
 
 
-def _export() -> Any:
-    from . import export
-
-    return export
-
-
-# Left for `results.load` (which writes a run's table cache) until that moves
-# into `runs/`; results reach the views through `presentation`.
-_seams.provide("export", _export)
-
-
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     return [{"src": "labextension", "dest": "jupyter-torchprof"}]
 
@@ -133,5 +121,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    # What a user may use, not the module's plumbing (Any, TYPE_CHECKING, _seams...).
+    # What a user may use, not the module's plumbing (Any, TYPE_CHECKING, importlib...).
     return sorted(__all__)

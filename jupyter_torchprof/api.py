@@ -453,6 +453,7 @@ class BlockRun:
 
     def _start(self) -> tuple[Any, ...]:
         from .capture.runner import BlockCapture
+        from .runs import RAW_TRACE_NAME
 
         args = self._args
         session = _CallSession(*_host())
@@ -464,7 +465,7 @@ class BlockRun:
 
             module_names = module_paths(self._names.merged())
         run_dir = session.new_run_dir(store)
-        capture = BlockCapture(target, options, run_dir / "trace.json", progress, module_names)
+        capture = BlockCapture(target, options, run_dir / RAW_TRACE_NAME, progress, module_names)
         try:
             capture.start()
         except BaseException:

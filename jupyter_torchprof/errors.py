@@ -59,7 +59,7 @@ def disk_error(exc: OSError, path: str | os.PathLike[str]) -> OSError:
     """``exc`` as an OSError whose ``strerror`` is one line a person can act on.
 
     A full disk (or quota) says which file system: "no space left on /home
-    (writing …/run.json)". Other errors keep their errno and say which file.
+    (writing …/trace.json.gz)". Other errors keep their errno and say which file.
     """
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         what = "no space left on" if exc.errno == errno.ENOSPC else "disk quota exceeded on"

@@ -82,7 +82,7 @@ def human_size(n: float) -> str:
 
 def source_trace(profile: Profile) -> Path:
     """The trace file a profile came from, once a background compression has finished."""
-    from .store import trace_file, wait_for_compression
+    from .runs.store import trace_file, wait_for_compression
 
     wait_for_compression()
     path = profile.trace_path
@@ -378,45 +378,3 @@ def write_report(result: Profile | Comparison, path: str | Path, force: bool = F
         raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
     what = "a comparison report" if hasattr(result, "compiled") else "a standalone report"
     return ExportResult([target], [f"writing {target.name}: {what} ({human_size(len(page))}, opens offline)"])
-
-
-def write_table_cache(profile: Profile, trace: str | Path) -> Path:
-    """Keep ``profile``'s tables beside ``trace``, the file it was made from (atomically).
-
-    See `results.cache` for what the file holds. Computes any table not
-    computed yet. Returns the file written.
-    """
-    from .results.cache import encode_tables, tables_path
-
-    data = encode_tables(profile, trace)
-    target = tables_path(trace)
-    _atomic_write(target, lambda tmp: tmp.write_bytes(data))
-    return target
-
-
-def write_timeline_cache(payload: bytes, trace: str | Path, key: dict[str, Any]) -> Path:
-    """Keep a timeline's JSON (``payload``, drawn from ``trace`` under ``key``) beside the trace."""
-    from .results.cache import encode_timeline, timeline_path
-
-    data = encode_timeline(payload, trace, key)
-    target = timeline_path(trace)
-    _atomic_write(target, lambda tmp: tmp.write_bytes(data))
-    return target
-
-
-def keep_cache(write: Callable[..., Path], *args: Any) -> Path | None:
-    """``write(*args)`` (one of the cache writers above); a failure is a `CacheWarning`, never an error.
-
-    A cache only saves time: a full disk, a read-only run folder or a table
-    that cannot be kept exactly must not stop a run from being shown.
-    """
-    import warnings
-
-    from .results.cache import CacheWarning
-
-    try:
-        return write(*args)
-    except Exception as exc:  # noqa: BLE001 - one warning line; the caller carries on
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        warnings.warn(f"the run's tables were not cached: {text[:200]}", CacheWarning, stacklevel=2)
-        return None

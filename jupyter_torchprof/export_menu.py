@@ -149,7 +149,7 @@ def next_free(folder: Path, stem: str, suffix: str) -> Path:
 
 def trace_json_size(profile: Profile) -> int | None:
     """Size of the trace as JSON, without waiting for a background compression (None if unknown)."""
-    from .store import trace_file
+    from .runs.store import trace_file
 
     candidates = [profile.trace_path]
     if profile.run_dir is not None:

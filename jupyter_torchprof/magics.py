@@ -16,6 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Integer, Unicode
 
+from .runs import DEFAULT_STORE, STORE_ENV
 from .session import RunSession
 
 
@@ -45,7 +46,7 @@ class TorchProf(Magics):
         "", help="Default sort column of the op table ('' = self device time, else self CPU)."
     ).tag(config=True)
     row_limit = Integer(20, help="Rows of the op table shown in text and static HTML.").tag(config=True)
-    run_dir = Unicode("", help="Run store folder ('' = $TORCHPROF_RUN_DIR or ./.torchprof/runs).").tag(
+    run_dir = Unicode("", help=f"Run store folder ('' = ${STORE_ENV} or ./{DEFAULT_STORE.as_posix()}).").tag(
         config=True
     )
     backend = Unicode("inductor", help="torch.compile backend used by --compare/--compile.").tag(config=True)

@@ -19,7 +19,7 @@ from IPython.core.error import UsageError
 
 from .cellrunner import CellRunner, default_name, keeping_interrupts
 from .errors import TorchProfError
-from .store import notebook_of, run_info
+from .runs.store import notebook_of, run_info
 
 # Set while a %%torchprof cell runs: a nested one would start a second profiler.
 _ACTIVE = False
@@ -52,8 +52,8 @@ class RunSession:
 
     def load(self, args: argparse.Namespace) -> None:
         """``--load``: open a saved trace (or a folder of ranks), keep it, show it."""
-        from .results.load import load
         from .run_options import check_load
+        from .runs.load import load
 
         check_load(args, sort=self._sort(args), row_limit=self._row_limit(args))
         from .views.progress import showing_trace_progress
@@ -79,10 +79,10 @@ class RunSession:
         import sys
 
         from .results.profile import Profile
-        from .store import RunStore, source_key, url_source_key
+        from .runs.store import source_key, url_source_key
         from .trace.remote import is_url
 
-        store = RunStore(args.run_dir or self.settings.run_dir or None)
+        store = self.run_store(args)
         profiles = [result] if isinstance(result, Profile) else list(result)
         sources = [Path(p.meta.path) for p in profiles if p.meta.path]
         root = store.root.resolve()
@@ -119,9 +119,11 @@ class RunSession:
         except BaseException as exc:
             # Whatever stopped the copy (a full disk, a bug, Ctrl-C), the
             # half-made run must not stay listed as "running".
-            from .unfinished import describe, drop_unfinished
+            from .capture.guards import sigint_held
+            from .runs.unfinished import describe, drop_unfinished
 
-            drop_unfinished(run_dir)
+            with sigint_held():  # a second Ctrl-C must not leave the copy half removed
+                drop_unfinished(run_dir)
             if not isinstance(exc, Exception):
                 raise
             why = exc.strerror or exc if isinstance(exc, OSError) else describe(exc)
@@ -221,10 +223,10 @@ class RunSession:
         return runner
 
     def run_store(self, args: argparse.Namespace) -> Any:
-        """The run store the options name (``--run-dir``, else the configured one)."""
-        from .store import RunStore
+        """The run store the options name (``--run-dir``, else the configured one, else the default)."""
+        from .runs import RunStore, store_folder
 
-        return RunStore(args.run_dir or self.settings.run_dir or None)
+        return RunStore(store_folder(args.run_dir, self.settings.run_dir))
 
     def progress_line(self, args: argparse.Namespace) -> Any:
         """The progress line of a run (nothing with ``--quiet``)."""
@@ -274,10 +276,12 @@ class RunSession:
         from .capture.runner import capture
 
         started = time.time()
+        from .runs import RAW_TRACE_NAME
+
         run_dir = self.new_run_dir(store)
         try:
             return self.collect(
-                lambda: capture(run_once, target, options, run_dir / "trace.json", progress, module_names),
+                lambda: capture(run_once, target, options, run_dir / RAW_TRACE_NAME, progress, module_names),
                 run_dir,
                 started,
                 target,
@@ -292,9 +296,7 @@ class RunSession:
         except BaseException as exc:
             # A Ctrl-C after the folder was made but before `collect` guards it
             # would leave the run listed as running; closing twice changes nothing.
-            from .unfinished import close_unfinished
-
-            close_unfinished(store, run_dir, exc, name=name, cell=code, started=started)
+            close_run(store, run_dir, exc, name=name, cell=code, started=started)
             raise
 
     def new_run_dir(self, store: Any) -> Path:
@@ -341,9 +343,7 @@ class RunSession:
         except BaseException as exc:
             # Ctrl-C while the trace is read, or a bug: the run must not stay
             # "running" (the sidebar could not delete it until the kernel exits).
-            from .unfinished import close_unfinished
-
-            close_unfinished(store, run_dir, exc, name=name, cell=code, started=started)
+            close_run(store, run_dir, exc, name=name, cell=code, started=started)
             raise
         self._mark = time.perf_counter()
         return profile, result
@@ -571,7 +571,7 @@ class RunSession:
     ) -> Any:
         from .capture.guards import pause_for_tests
         from .results.profile import CaptureInfo, Profile
-        from .store import TRACE_NAME, compress_in_background
+        from .runs.store import TRACE_NAME, compress_in_background
         from .trace.files import parse_trace
         from .trace.progress import reporting
 
@@ -684,7 +684,7 @@ class RunSession:
         self._keep_tables(result)
 
     def _keep_tables(self, result: Any) -> None:
-        """Keep the tables of each run just captured (or loaded) beside its trace (`results.cache`).
+        """Keep the tables of each run just captured (or loaded) beside its trace (`runs.cache`).
 
         After the result was shown: its tables are computed by then (those
         that are not, are computed here, on this thread, so the writer only
@@ -698,9 +698,9 @@ class RunSession:
         self._cache_s = time.perf_counter() - t0  # timed apart from the view (`_shown_timed`)
 
     def _keep_tables_now(self, result: Any) -> None:
-        from .export import keep_cache, write_table_cache
         from .results.comparison import Comparison
-        from .store import in_background
+        from .runs.keep import keep_cache, write_table_cache
+        from .runs.store import in_background
 
         profiles = [result.eager, result.compiled] if isinstance(result, Comparison) else [result]
         for p in profiles:
@@ -729,7 +729,7 @@ def _timed_tables(profile: Any, findings: bool = False) -> float:
     """Compute the tables a view and the run's record show, timed into ``tables``; returns when it ended.
 
     The op and kernel tables, the steps and the headline numbers (what the
-    run's ``run.json`` holds), and with ``findings`` the findings (only once
+    run's record in the store holds), and with ``findings`` the findings (only once
     the profile is complete: a compiled run's read its compile stats). What
     the view's first page shows is made here, and the view's build is timed
     apart from it.
@@ -752,21 +752,33 @@ def sidebar_timeline(profile: Any, trace: Path) -> Path:
     """Keep beside ``trace`` the timeline the sidebar asks for (``GET runs/<id>/timeline``).
 
     The same payload the server builds (`views.timeline.build_timeline`,
-    `results.cache.SIDEBAR_GLYPHS` glyphs, bokeh's ``json_item``), drawn
+    `runs.cache.SIDEBAR_GLYPHS` glyphs, bokeh's ``json_item``), drawn
     from the profile the notebook holds. Returns the file written.
     """
     import json
 
     from bokeh.embed import json_item
 
-    from .export import write_timeline_cache
-    from .results.cache import SIDEBAR_GLYPHS, timeline_stamp
-    from .store import json_safe
+    from .runs.cache import SIDEBAR_GLYPHS, timeline_stamp
+    from .runs.keep import write_timeline_cache
+    from .runs.store import json_safe
     from .views.timeline import build_timeline
 
     item = json_item(build_timeline(profile, window=None, max_glyphs=SIDEBAR_GLYPHS))
     data = json.dumps(json_safe(item), allow_nan=False).encode()
     return write_timeline_cache(data, trace, timeline_stamp(SIDEBAR_GLYPHS))
+
+
+def close_run(store: Any, run_dir: Path, error: BaseException, **record: Any) -> None:
+    """Close a capture's run that ``error`` ended before it was saved (`runs.unfinished.close_unfinished`).
+
+    Ctrl-C is held back meanwhile: a second one cannot leave the run half closed.
+    """
+    from .capture.guards import sigint_held
+    from .runs.unfinished import close_unfinished
+
+    with sigint_held():
+        close_unfinished(store, run_dir, error, **record)
 
 
 def raise_capture_error(error: BaseException) -> None:

@@ -17,7 +17,7 @@ def shell(tmp_path, monkeypatch):
     sh.run_line_magic("load_ext", "jupyter_torchprof")
     yield sh
     from jupyter_torchprof.capture.compile import reset_dynamo
-    from jupyter_torchprof.store import wait_for_compression
+    from jupyter_torchprof.runs.store import wait_for_compression
 
     wait_for_compression()
     # While this shell's namespace still holds Dynamo's helper globals: once
@@ -44,7 +44,7 @@ def jp_server_config(run_root):
 @pytest.fixture
 def store(run_root):
     """The run store under ``run_root``."""
-    from jupyter_torchprof.store import RunStore
+    from jupyter_torchprof.runs.store import RunStore
 
     return RunStore(run_root)
 

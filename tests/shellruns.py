@@ -16,7 +16,7 @@ def shell_runs(root: Path, cells: list[str], setup: str = "") -> None:
     """
     from IPython.core.interactiveshell import InteractiveShell
 
-    from jupyter_torchprof.store import wait_for_compression
+    from jupyter_torchprof.runs.store import wait_for_compression
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TORCHPROF_RUN_DIR", str(root))

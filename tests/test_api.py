@@ -25,7 +25,7 @@ from jupyter_torchprof.api import ProfileError, option_table
 from jupyter_torchprof.capture.runner import profiler_is_running
 from jupyter_torchprof.results.comparison import Comparison
 from jupyter_torchprof.results.profile import Profile
-from jupyter_torchprof.store import RunStore, wait_for_compression
+from jupyter_torchprof.runs.store import RunStore, wait_for_compression
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_torchprof.capture.backends import Backend, backend_for, registry
-from jupyter_torchprof.results.load import load
 from jupyter_torchprof.results.profile import Profile
+from jupyter_torchprof.runs.load import load
 from jupyter_torchprof.trace import categories as K
 from jupyter_torchprof.trace.parser import parse_document
 

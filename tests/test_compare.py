@@ -175,7 +175,7 @@ def test_compile_names_must_exist(shell, capsys):
 
 
 def test_runs_are_stored_as_a_pair(shell, tmp_path):
-    from jupyter_torchprof.store import RunStore, wait_for_compression
+    from jupyter_torchprof.runs.store import RunStore, wait_for_compression
 
     shell.run_cell(SETUP)
     shell.run_cell("%%torchprof --compare --backend aot_eager --steps 1 --name pair\ny = m(x)")

@@ -14,7 +14,7 @@ import torch
 from tracefiles import raw_events
 
 from jupyter_torchprof import load
-from jupyter_torchprof.store import wait_for_compression
+from jupyter_torchprof.runs.store import wait_for_compression
 
 pytestmark = pytest.mark.gpu
 

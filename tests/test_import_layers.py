@@ -1,11 +1,14 @@
 """The package's imports, lazy ones included, go one way and never in a circle.
 
 The rule (README, Layout): ``errors/format/columns ← trace ← analysis ←
-results ← {views, store} ← {export, session, server} ← {magics, presentation}``,
+results ← {views, runs} ← {export, session, server} ← {magics, presentation}``,
 with ``capture`` using only what is below results and used only by the
 session layer; views see results only for typing and never import export
 (export renders reports with the views; the view's Export menu is passed
-in). No module imports another's private (underscore) name.
+in); ``runs`` (the one owner of the run folder) is imported only by the
+session, the server, export and the front door (magics, api, the
+package's ``__init__``), and imports no views. No module imports another's
+private (underscore) name.
 
 A result shows and writes itself (``Profile._repr_mimebundle_``, ``table()``,
 ``export()`` ...), which is the one place ``results/`` reaches up: each such
@@ -39,9 +42,10 @@ LAYERS: dict[str, int] = {
     "analysis": 2,
     "capture": 2,  # imports what analysis may; who imports it is checked apart
     "results": 3,
-    "views": 4, "store": 4,
+    "views": 4,
+    "runs": 4,  # the run folder (store, caches, load): who imports it is checked apart
     "export": 5, "export_menu": 5,  # export renders reports with the views: above them
-    "session": 5, "server": 5, "cellrunner": 5, "run_options": 5, "unfinished": 5,
+    "session": 5, "server": 5, "cellrunner": 5, "run_options": 5,
     "magics": 6, "api": 6, "presentation": 6,
     "": 7,  # the package's __init__: the front door that wires the layers
 }  # fmt: skip
@@ -356,6 +360,27 @@ def test_capture_is_used_by_the_session_only() -> None:
         and LAYERS[part_of(e.source)] < SESSION_LAYER
     ]
     assert not users, "capture used below the session:\n" + "\n".join(users)
+
+
+#: The parts that may import ``runs`` (the one owner of the run folder): those that keep, open, serve or export runs.
+RUNS_USERS = {"runs", "session", "server", "export", "export_menu", "api", "magics", ""}
+
+
+def test_only_the_session_server_export_and_front_door_import_runs() -> None:
+    """Views, results and everything below never reach the run folder, not even for typing; runs sees no views."""
+    users = [
+        f"{_short(e.source)}:{e.line} imports {_short(e.target)}"
+        for e in EDGES
+        if part_of(e.target) == "runs" and part_of(e.source) not in RUNS_USERS
+    ]
+    users += [
+        f"{_short(e.source)}:{e.line} imports {_short(e.target)}"
+        for e in EDGES
+        if part_of(e.source) == "runs" and part_of(e.target) == "views"
+    ]
+    assert not users, (
+        "runs imported by a part that must not know the run folder, or importing views:\n" + "\n".join(users)
+    )
 
 
 def test_views_see_results_only_for_typing() -> None:

@@ -35,7 +35,7 @@ from jupyter_torchprof.capture.guards import (
     refuse_nested_profilers,
     sigint_held,
 )
-from jupyter_torchprof.store import RunStore, wait_for_compression
+from jupyter_torchprof.runs.store import RunStore, wait_for_compression
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -500,7 +500,7 @@ def test_error_after_capture_ends_the_run_as_damaged(shell, tmp_path, monkeypatc
 def test_failure_while_keeping_a_loaded_trace_leaves_no_run(shell, tmp_path, monkeypatch, capsys, error):
     from tracefiles import real_trace
 
-    from jupyter_torchprof.store import RunStore as Store
+    from jupyter_torchprof.runs.store import RunStore as Store
 
     path = real_trace("cpu_only.pt.trace.json.gz")
 

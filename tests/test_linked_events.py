@@ -13,7 +13,7 @@ import pytest
 from tracefiles import raw_events, real_trace
 
 from jupyter_torchprof.analysis.links import linked_events
-from jupyter_torchprof.results.load import load
+from jupyter_torchprof.runs.load import load
 from jupyter_torchprof.trace import categories as K
 
 TRACES = ["gp100_sgd_step_user_annotation.pt.trace.json.gz", "mi250_rocm_train.pt.trace.json.gz"]

@@ -7,7 +7,7 @@ import shutil
 
 from tracefiles import real_trace
 
-from jupyter_torchprof.store import RunStore
+from jupyter_torchprof.runs.store import RunStore
 
 
 def test_the_same_trace_loaded_twice_is_kept_once(shell, tmp_path):

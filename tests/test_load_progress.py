@@ -10,7 +10,7 @@ import pytest
 from tracefiles import real_trace
 
 import jupyter_torchprof
-from jupyter_torchprof.results.load import load
+from jupyter_torchprof.runs.load import load
 from jupyter_torchprof.trace import progress as trace_progress
 from jupyter_torchprof.trace.progress import reporting
 from jupyter_torchprof.views.progress import Progress, showing_trace_progress

@@ -9,7 +9,7 @@ import torch
 from tracefiles import real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.store import RunStore, wait_for_compression
+from jupyter_torchprof.runs.store import RunStore, wait_for_compression
 
 SETUP = """
 import torch

@@ -445,7 +445,7 @@ def test_the_magic_keeps_a_url_once_under_its_url(shell):
 
     import fsspec
 
-    from jupyter_torchprof.store import RunStore
+    from jupyter_torchprof.runs.store import RunStore
 
     path = real_trace("cpu_only.pt.trace.json.gz")
     url = "memory://magic-load/cpu_only.pt.trace.json.gz"

@@ -209,8 +209,8 @@ def test_cpu_run_has_no_pct_and_no_note():
 def test_a_reopened_run_draws_its_roofline_without_parsing(tmp_path, monkeypatch):
     from test_table_cache import no_parse, run_folder
 
-    from jupyter_torchprof.results import cache
-    from jupyter_torchprof.store import TRACE_NAME
+    from jupyter_torchprof.runs import cache
+    from jupyter_torchprof.runs.store import TRACE_NAME
     from jupyter_torchprof.views.roofline import roofline_points, unavailable_reason
 
     folder = run_folder(tmp_path, real_trace(A100))

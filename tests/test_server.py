@@ -21,7 +21,7 @@ from tornado.httpclient import HTTPClientError
 from tracefiles import raw_events, real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.store import RUN_FILE, RunStore, new_run_id
+from jupyter_torchprof.runs.store import RUN_FILE, RunStore, new_run_id
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 

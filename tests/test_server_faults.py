@@ -24,7 +24,7 @@ import pytest
 from tracefiles import real_trace
 
 from jupyter_torchprof.errors import TraceError
-from jupyter_torchprof.store import RUN_FILE, RunStore, compress_trace, new_run_id
+from jupyter_torchprof.runs.store import RUN_FILE, RunStore, compress_trace, new_run_id
 from jupyter_torchprof.trace.files import parse_trace
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)

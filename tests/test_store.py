@@ -14,7 +14,7 @@ import pytest
 from tracefiles import real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.store import (
+from jupyter_torchprof.runs.store import (
     RUN_FILE,
     RunStore,
     is_run_id,
@@ -84,7 +84,7 @@ def test_killed_writer_leaves_a_run_listed_as_damaged(tmp_path):
     root = tmp_path / "runs"
     script = (
         "import os, signal, sys\n"
-        "from jupyter_torchprof.store import RunStore\n"
+        "from jupyter_torchprof.runs.store import RunStore\n"
         f"d = RunStore({str(root)!r}).create()\n"
         "(d / 'trace.json').write_text('{\"traceEvents\": [')\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -354,7 +354,7 @@ def _gzip_fname(path: Path) -> bytes | None:
 
 
 def test_stored_gzip_names_the_trace_not_the_temporary_file(tmp_path):
-    from jupyter_torchprof.store import compress_trace
+    from jupyter_torchprof.runs.store import compress_trace
 
     src = tmp_path / "trace.json"
     src.write_bytes(json.dumps({"traceEvents": []}).encode())
@@ -392,7 +392,7 @@ def _fill(mnt: Path) -> None:
 
 
 def test_full_disk_is_one_line_naming_the_file_system(full_fs):
-    from jupyter_torchprof.store import compress_trace
+    from jupyter_torchprof.runs.store import compress_trace
 
     store = RunStore(full_fs / "runs")
     run_dir = store.create()
@@ -453,7 +453,7 @@ def test_a_missing_trace_on_a_full_disk_says_so(tmp_path, monkeypatch):
 
 
 def test_a_fifo_named_like_the_gzip_does_not_hide_the_raw_trace(tmp_path):
-    from jupyter_torchprof.store import trace_file
+    from jupyter_torchprof.runs.store import trace_file
 
     store = RunStore(tmp_path / "runs")
     run_dir = store.create()
@@ -494,7 +494,7 @@ def _interrupt_at_line(targets: set, k: int) -> list[str]:
 
 
 def test_create_interrupted_at_any_point_leaves_nothing_listed(tmp_path):
-    from jupyter_torchprof import store as store_mod
+    from jupyter_torchprof.runs import store as store_mod
 
     store = RunStore(tmp_path / "runs")
     targets = {RunStore.create.__code__, store_mod.write_json_atomic.__code__}
@@ -526,7 +526,7 @@ def test_create_interrupted_at_any_point_leaves_nothing_listed(tmp_path):
 def _source_line(hit: str) -> str:
     import linecache
 
-    from jupyter_torchprof import store as store_mod
+    from jupyter_torchprof.runs import store as store_mod
 
     line = int(hit.split(":")[1])
     return linecache.getline(store_mod.__file__, line)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from tracefiles import REAL_TRACES, real_trace
 
-from jupyter_torchprof.results.load import load
+from jupyter_torchprof.runs.load import load
 from jupyter_torchprof.trace import parser, reader
 from jupyter_torchprof.trace.progress import reporting
 

@@ -1,4 +1,4 @@
-"""Reopening a run without parsing its trace: the table cache beside the trace (results.cache).
+"""Reopening a run without parsing its trace: the table cache beside the trace (runs.cache).
 
 Reference path: `Profile.from_file` of the same trace, parsed and analysed
 fresh. The cached tables must equal it exactly on every real trace; a cache
@@ -25,9 +25,9 @@ from tracefiles import REAL_TRACES, real_trace
 
 from jupyter_torchprof import load
 from jupyter_torchprof.analysis.memory import memory_peaks
-from jupyter_torchprof.results import cache
 from jupyter_torchprof.results.profile import Profile
-from jupyter_torchprof.store import RUN_FILE, TRACE_NAME, RunStore, wait_for_compression
+from jupyter_torchprof.runs import cache
+from jupyter_torchprof.runs.store import RUN_FILE, TRACE_NAME, RunStore, wait_for_compression
 
 TABLES = ("ops", "kernels", "steps", "findings")
 
@@ -63,8 +63,8 @@ def no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the trace was parsed")
 
-    import jupyter_torchprof.results.load as load_mod
     import jupyter_torchprof.results.profile as profile_mod
+    import jupyter_torchprof.runs.load as load_mod
     import jupyter_torchprof.trace.files as files_mod
 
     for mod, attr in (
@@ -206,7 +206,7 @@ def test_the_code_fingerprint_is_the_same_in_another_process_and_moves_with_the_
         [
             sys.executable,
             "-c",
-            "from jupyter_torchprof.results import cache; print(cache.code_fingerprint())",
+            "from jupyter_torchprof.runs import cache; print(cache.code_fingerprint())",
         ],
         capture_output=True,
         text=True,

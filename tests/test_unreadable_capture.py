@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from jupyter_torchprof.store import RunStore
+from jupyter_torchprof.runs.store import RunStore
 
 
 def test_a_trace_cut_short_after_capture_is_one_line_and_a_damaged_run(shell, tmp_path, monkeypatch, capsys):

@@ -61,7 +61,7 @@ def cpu_run(tmp_path_factory):
         )
         assert res.error_in_exec is None, res.error_in_exec
         profile = sh.user_ns["p"]
-        from jupyter_torchprof.store import wait_for_compression
+        from jupyter_torchprof.runs.store import wait_for_compression
 
         wait_for_compression()
         yield profile

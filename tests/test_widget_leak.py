@@ -31,7 +31,7 @@ def kernel_shell(tmp_path, monkeypatch):
     shell = km.kernel.shell
     assert shell.run_cell("%load_ext jupyter_torchprof").error_in_exec is None
     yield shell
-    from jupyter_torchprof.store import wait_for_compression
+    from jupyter_torchprof.runs.store import wait_for_compression
     from jupyter_torchprof.views import widget as view_module
 
     wait_for_compression()

@@ -22,7 +22,7 @@ import pytest
 from tracefiles import real_trace
 
 from jupyter_torchprof.errors import TraceError
-from jupyter_torchprof.results.load import load
+from jupyter_torchprof.runs.load import load
 from jupyter_torchprof.trace import categories as K
 from jupyter_torchprof.trace import xplane
 from jupyter_torchprof.trace.files import parse_xplane
@@ -437,7 +437,7 @@ def test_test_writer_bytes_read_the_same_by_protobuf() -> None:
 
 def test_kept_loaded_run_keeps_its_device_trace(tmp_path: Path) -> None:
     """The run store's copy of a loaded TPU trace takes its XPlane along and reads the same."""
-    from jupyter_torchprof.store import RunStore, wait_for_compression
+    from jupyter_torchprof.runs.store import RunStore, wait_for_compression
 
     store = RunStore(tmp_path / "runs")
     run_dir = store.create()

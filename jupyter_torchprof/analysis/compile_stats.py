@@ -75,7 +75,7 @@ class CompileStats:
         return sum(b.count for b in self.graph_breaks)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-data form (for run.json and the sidebar)."""
+        """Plain-data form (for the run's record in the store and the sidebar)."""
         return {
             "backend": self.backend,
             "mode": self.mode,

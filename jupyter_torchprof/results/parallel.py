@@ -350,7 +350,7 @@ def digest_files(
         What each digest carries besides its summary and row (`PARTS`).
     storage_options
         Options of the store when ``files`` are URLs: they travel with the
-        URLs, and each rank is fetched where it is parsed (`remote_load`).
+        URLs, and each rank is fetched where it is parsed (`runs.remote_load`).
 
     Returns
     -------

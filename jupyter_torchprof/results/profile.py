@@ -103,6 +103,11 @@ class Profile:
         Folder of the run store holding this run, if any.
     """
 
+    #: The process's CPU time per step as the run's record in the store kept
+    #: it, for a run reopened from its trace (a live run has it in `capture`);
+    #: set by whoever opens the run folder (`runs`), which this layer never reads.
+    recorded_step_cpu_us: tuple[float, ...] = ()
+
     def __init__(
         self,
         data: TraceData,

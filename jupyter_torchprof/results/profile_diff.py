@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,9 +15,6 @@ from ..format import fmt_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from .profile import Profile
-
-#: A run's record beside its trace (the store's ``run.json``; results sits below the store).
-_RUN_FILE = "run.json"
 
 
 class ProfileDiff:
@@ -169,11 +164,12 @@ def step_cpu(p: Profile) -> np.ndarray | None:
     """The CPU time this process spent in each (non-empty) step of ``p``; None when not measured.
 
     From the capture (a live run, or a run reopened from its table cache),
-    else from the run's ``run.json`` beside its trace. None when the counts
-    do not match the steps of the trace (a partial run).
+    else from the run's record (`Profile.recorded_step_cpu_us`, which the
+    layer that opens a run folder fills in). None when the counts do not
+    match the steps of the trace (a partial run).
     """
     values = list(p.capture.step_cpu_us) if p.capture is not None else []
-    values = values or _recorded_cpu(p)
+    values = values or list(p.recorded_step_cpu_us)
     steps = p.steps
     if not values or len(values) != len(steps):
         return None
@@ -181,20 +177,3 @@ def step_cpu(p: Profile) -> np.ndarray | None:
     if "empty" in steps.columns:
         out = out[~steps["empty"].astype(bool).to_numpy()]
     return out if len(out) else None
-
-
-def _recorded_cpu(p: Profile) -> list[float]:
-    """``step_cpu_us`` from the run's record beside its trace (empty when absent or unreadable)."""
-    folder = p.run_dir if getattr(p, "run_dir", None) is not None else None
-    if folder is None and p.meta.path:
-        folder = Path(p.meta.path).parent
-    record = Path(folder) / _RUN_FILE if folder is not None else None
-    try:
-        if record is None or not record.is_file() or record.stat().st_size > 1 << 20:
-            return []
-        values = json.loads(record.read_text(encoding="utf-8")).get("step_cpu_us")
-    except (OSError, ValueError, AttributeError):
-        return []
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
-        return []
-    return [float(v) for v in values]

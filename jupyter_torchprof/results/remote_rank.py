@@ -1,4 +1,4 @@
-"""One rank at a URL, digested where it is parsed, or loaded whole again on demand (see `remote_load`)."""
+"""One rank at a URL, digested where it is parsed, or loaded whole again on demand (see `runs.remote_load`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Routes, under ``<base_url>/jupyter-torchprof/``::
 
     GET    runs                    every run, newest first, and the store's size
-    GET    runs/<id>               one run's run.json
+    GET    runs/<id>               one run's record (`runs.store.RunStore.read_info`)
     DELETE runs/<id>               delete the run (its folder)
     GET    runs/<id>/tables        summary, op, kernel and step tables, computed from the trace
     GET    runs/<id>/trace         the trace file, as a download
@@ -12,7 +12,7 @@ Routes, under ``<base_url>/jupyter-torchprof/``::
 
 ``?trace=K`` picks the K-th trace of a run that holds several (a loaded folder
 of ranks). Every handler requires an authenticated user, and a run is only
-ever reached through `RunStore.locate`: ids must match `store.RUN_ID_RE`,
+ever reached through `RunStore.locate`: ids must match `runs.store.RUN_ID_RE`,
 folders and traces must be plain files inside the store (no symlinks out).
 
 Tables are computed at request time with the same parser and analysis as the
@@ -46,7 +46,7 @@ from tornado import web
 
 from .. import columns
 from ..analysis.memory import memory_peaks
-from ..store import RunStore, is_run_id, json_safe
+from ..runs import STORE_ENV, RunStore, is_run_id, json_safe, store_folder
 
 #: Rows of a table sent by default (the biggest first); ``?limit=`` changes it.
 DEFAULT_ROWS = 1000
@@ -84,15 +84,12 @@ class Pools:
 
 
 def store_root(root_dir: str | os.PathLike[str] | None) -> Path:
-    """The run store the sidebar shows: ``$TORCHPROF_RUN_DIR`` or ``<root_dir>/.torchprof/runs``.
+    """The run store the sidebar shows: `runs.store_folder` with the server's root folder as the base.
 
     A relative ``$TORCHPROF_RUN_DIR`` is taken relative to the server's root
     folder, like the default.
     """
-    base = Path(root_dir).expanduser() if root_dir else Path.cwd()
-    env = os.environ.get("TORCHPROF_RUN_DIR")
-    path = Path(env).expanduser() if env else Path(".torchprof") / "runs"
-    return Path(os.path.abspath(path if path.is_absolute() else base / path))
+    return store_folder(base=root_dir)
 
 
 class ProfileCache:
@@ -143,11 +140,15 @@ class ProfileCache:
         return value
 
     def profile(self, path: Path) -> Any:
-        """The Profile of a trace file."""
+        """The Profile of a trace file of a run (with what the run's record keeps: `runs.load.with_record`)."""
         from ..results.profile import Profile
+        from ..runs.load import with_record
 
         return self._get(
-            self._profiles, self._max_profiles, self.file_key(path), lambda: Profile.from_file(path)
+            self._profiles,
+            self._max_profiles,
+            self.file_key(path),
+            lambda: with_record(Profile.from_file(path), path.parent),
         )
 
     def payload(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
@@ -340,11 +341,11 @@ class RunListHandler(RunsBase):
 
 
 class RunHandler(RunsBase):
-    """``GET runs/<id>`` (its run.json) and ``DELETE runs/<id>``."""
+    """``GET runs/<id>`` (its record) and ``DELETE runs/<id>``."""
 
     @web.authenticated
     async def get(self, run_id: str) -> None:
-        """One run's ``run.json`` (with ``damaged`` and ``problem`` when unreadable)."""
+        """One run's record (with ``damaged`` and ``problem`` when unreadable)."""
 
         def work() -> dict[str, Any]:
             traces = self.located_traces(run_id)
@@ -399,10 +400,10 @@ class RunTablesHandler(RunsBase):
             key = ("tables", *ProfileCache.file_key(path), limit)
 
             def tables() -> dict[str, Any]:
-                from ..export import keep_cache, write_table_cache
-                from ..results.cache import CachedProfile, cached_profile
+                from ..runs.cache import CachedProfile, cached_profile
+                from ..runs.keep import keep_cache, write_table_cache
 
-                # The tables kept beside the trace answer without parsing it (results.cache);
+                # The tables kept beside the trace answer without parsing it (runs.cache);
                 # a trace parsed here gets them, unless it is a raw trace still being packed.
                 p = cached_profile(path)
                 if p is None:
@@ -527,10 +528,10 @@ class RunTimelineHandler(RunsBase):
             from bokeh.embed import json_item
 
             def build() -> bytes:
-                from ..export import keep_cache, write_timeline_cache
-                from ..results.cache import read_timeline, timeline_stamp
+                from ..runs.cache import read_timeline, timeline_stamp
+                from ..runs.keep import keep_cache, write_timeline_cache
 
-                # The first level of detail kept beside the trace (results.cache) skips
+                # The first level of detail kept beside the trace (runs.cache) skips
                 # the parse and the build; it depends on the glyph budget and the versions.
                 stamp = timeline_stamp(glyphs)
                 kept = read_timeline(path, stamp)
@@ -615,12 +616,12 @@ def runs_handlers(prefix: str) -> list[tuple[str, type]]:
 def setup_runs(web_app: Any, root_dir: str | os.PathLike[str] | None) -> Path:
     """Put the store and the cache in the app's settings; return the store's folder.
 
-    Kernels started by this server inherit ``TORCHPROF_RUN_DIR`` (set here
+    Kernels started by this server inherit ``$TORCHPROF_RUN_DIR`` (set here
     to the absolute folder unless the user set it), so runs from notebooks
     in any sub-folder land in the one store the sidebar shows.
     """
     root = store_root(root_dir)
-    os.environ["TORCHPROF_RUN_DIR"] = str(root)
+    os.environ[STORE_ENV] = str(root)
     web_app.settings["torchprof_store"] = RunStore(root)
     web_app.settings["torchprof_cache"] = ProfileCache()
     web_app.settings["torchprof_pools"] = shared_pools()

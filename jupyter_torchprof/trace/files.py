@@ -18,6 +18,7 @@ only XPlane files (the legacy TorchTPU API, JAX) loads from them alone.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +30,12 @@ if TYPE_CHECKING:  # pragma: no cover
 _SUFFIXES = (".json", ".json.gz")
 #: ``tensorboard_trace_handler``: ``{worker}.{time_ns}.pt.trace.json[.gz]``.
 _TENSORBOARD = re.compile(r"^(?P<worker>.+?)\.(?P<time>\d{6,})\.pt\.trace\.json(?:\.gz)?$")
-#: Files in a run folder that are ours, not traces.
-_NOT_TRACES = {"run.json"}
 
 
-def is_trace_name(path: Path) -> bool:
-    """Whether a file name looks like a JSON trace."""
+def is_trace_name(path: Path, skip: Collection[str] = ()) -> bool:
+    """Whether a file name looks like a JSON trace (``skip``: names that look like one and are not)."""
     name = path.name.lower()
-    return any(name.endswith(s) for s in _SUFFIXES) and not name.startswith(".") and name not in _NOT_TRACES
+    return any(name.endswith(s) for s in _SUFFIXES) and not name.startswith(".") and name not in skip
 
 
 def worker_of(path: Path) -> str:
@@ -51,15 +50,17 @@ def worker_of(path: Path) -> str:
     return name.removesuffix(".pt.trace")
 
 
-def find_traces(folder: Path, max_depth: int = 4) -> list[Path]:
+def find_traces(folder: Path, max_depth: int = 4, skip: Collection[str] = ()) -> list[Path]:
     """Trace files under ``folder`` (the shallowest level that has any).
 
     Within a level, files named like PyTorch's (``*.pt.trace.json[.gz]``)
     are preferred when both kinds are present. Files are sorted by name.
+    ``skip``: file names that are not traces (the run store's record,
+    which the layer that owns the store names).
     """
     level = [folder]
     for _ in range(max_depth + 1):
-        found = sorted(p for d in level for p in _entries(d) if p.is_file() and is_trace_name(p))
+        found = sorted(p for d in level for p in _entries(d) if p.is_file() and is_trace_name(p, skip))
         if found:
             pt = [p for p in found if ".pt.trace." in p.name]
             return pt or found
@@ -330,14 +331,14 @@ def _entries(folder: Path) -> list[Path]:
         return []
 
 
-def folder_traces(folder: Path) -> tuple[list[Path], list[Path]]:
-    """The Kineto traces in ``folder`` (see `find_traces`) and its XPlane files.
+def folder_traces(folder: Path, skip: Collection[str] = ()) -> tuple[list[Path], list[Path]]:
+    """The Kineto traces in ``folder`` (see `find_traces`, with ``skip``) and its XPlane files.
 
     Beside each XPlane file xprof may have written its own Chrome-trace
     copy; that is not a Kineto trace of the run, the XPlane is, so it is
     left out of the traces.
     """
-    files = find_traces(folder)
+    files = find_traces(folder, skip=skip)
     planes = xplane_files(folder)
     return [f for f in files if not any(_is_xprof_sibling(x, f) for x in planes)], planes
 

@@ -14,7 +14,7 @@ A ``file://`` URL is a local path (`local_path`) and is loaded as one. Device tr
 (XPlane, Neuron) are read from local folders only.
 
 Nothing is ever written to the store: the table cache a run folder keeps
-beside its trace (``*.tables.npz``) is written for local run folders only.
+beside its trace is written for local run folders only.
 
 A rank folder at a URL is listed with the same rules as a local folder
 (`files.find_traces`), one directory listing per level looked at. An
@@ -28,7 +28,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -172,13 +172,15 @@ class _StorePath:
                 yield _StorePath(name, str(e.get("type")), self.fs)
 
 
-def folder_urls(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """The URLs of the traces in the folder at ``url``, by the rules of a local folder (`files.find_traces`)."""
+def folder_urls(
+    url: str, storage_options: dict[str, Any] | None = None, skip: Collection[str] = ()
+) -> list[str]:
+    """The URLs of the traces in the folder at ``url``, by the rules of a local folder (`files.find_traces`, ``skip``)."""
     from .files import find_traces
 
     fs, root = filesystem(url, storage_options)
     root = root.rstrip("/")
-    found = find_traces(_StorePath(root, "directory", fs))  # type: ignore[arg-type]
+    found = find_traces(_StorePath(root, "directory", fs), skip=skip)  # type: ignore[arg-type]
     base = url.rstrip("/")
     return [f"{base}/{f.path[len(root) :].lstrip('/')}" for f in found]
 

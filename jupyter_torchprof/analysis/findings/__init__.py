@@ -89,7 +89,7 @@ __all__ = [
 Rule = Callable[[Inputs, Thresholds], list[Finding]]
 
 #: Bumped whenever a rule changes what it reports, so cached findings of an
-#: older version are recomputed (`results.cache.code_fingerprint`).
+#: older version are recomputed (`runs.cache.code_fingerprint`).
 #: 2: the addmm bias copy is no copy finding; repeating idle gaps merged.
 RULES_VERSION = 2
 

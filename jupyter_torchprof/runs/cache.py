@@ -1,7 +1,7 @@
 """Tables kept beside a run's trace, so a run reopens without parsing it again.
 
 A run folder holds, beside each trace ``T`` (``trace.json.gz`` or a kept rank's
-file)::
+file), the files `paths` names::
 
     T.tables.npz      summary, ops, kernels, steps, findings, memory peaks
     T.timeline.npz    the sidebar timeline's first level of detail (bokeh JSON)
@@ -13,9 +13,7 @@ dependency of the package (pyarrow is only an extra), an ``.npz`` is read
 with ``allow_pickle=False`` (no code can ride in it), and a small table
 decodes in milliseconds.
 
-This module only encodes and reads; `export` writes the files (atomically).
-It sits in ``results`` because `load` reads the cache and may not import the
-store: the layers above (store, session, server) import it, never the reverse.
+This module only encodes and reads; `keep` writes the files (atomically).
 
 A cache is used only when it is current: same schema version, same trace
 name, size and ``st_mtime_ns``, and (tables) made by code with the same
@@ -47,18 +45,14 @@ import pandas as pd
 
 from ..analysis import ops as ops_mod
 from ..analysis.memory import memory_peaks
+from ..results.profile import CaptureInfo, Profile
 from ..safe_files import UnfitFile, read_small_file
 from ..trace.files import parse_with_device
 from ..trace.parser import TraceData, TraceMeta
-from .profile import CaptureInfo, Profile
+from .paths import tables_path, timeline_path
 
 #: Bumped whenever what is stored, or how, changes; an older cache is re-made.
 SCHEMA_VERSION = 2  # 2: the kernel table holds the counted steps' work only (issue 27)
-TABLES_SUFFIX = ".tables.npz"
-TIMELINE_SUFFIX = ".timeline.npz"
-#: A run folder is one whose record the store wrote (`store.RUN_FILE`; the
-#: store sits above this layer, so the name is repeated here).
-RUN_FILE = "run.json"
 #: Tables of a run are kilobytes to a few MB; anything far larger is not ours.
 MAX_CACHE_BYTES = 256 << 20
 MAX_UNPACKED_BYTES = 1 << 30
@@ -73,23 +67,6 @@ class CacheWarning(UserWarning):
 
 class CacheProblem(ValueError):
     """Why a cache file is unusable, in words."""
-
-
-def tables_path(trace: str | Path) -> Path:
-    """Where the tables of ``trace`` are kept (beside it)."""
-    t = Path(trace)
-    return t.with_name(t.name + TABLES_SUFFIX)
-
-
-def timeline_path(trace: str | Path) -> Path:
-    """Where the timeline payload of ``trace`` is kept (beside it)."""
-    t = Path(trace)
-    return t.with_name(t.name + TIMELINE_SUFFIX)
-
-
-def is_run_folder(folder: str | Path) -> bool:
-    """Whether ``folder`` is a run folder of the store (it holds ``run.json``)."""
-    return (Path(folder) / RUN_FILE).is_file()
 
 
 def code_fingerprint() -> str:

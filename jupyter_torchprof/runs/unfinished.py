@@ -7,6 +7,10 @@ before its ``run.json`` is written (Ctrl-C while the trace is read, a bug in
 building the profile), the run is closed here: with its trace kept and
 listed as damaged (the reason and how to open the trace are its problem),
 or removed when there is no trace to keep.
+
+The caller holds Ctrl-C back while these run (the session does, with
+`capture.guards.sigint_held`), so a second one cannot leave a run half
+closed; this package knows files, not signals.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .capture.guards import sigint_held
-from .store import RUN_FILE, TRACE_NAME, compress_in_background
+from .paths import RAW_TRACE_NAME, RUN_FILE, TRACE_NAME
+from .store import compress_in_background
 
 
 def describe(error: BaseException) -> str:
@@ -44,43 +48,36 @@ def close_unfinished(
 
     Kept as damaged when a trace was exported (the raw trace is gzipped as
     usual), removed otherwise. Nothing is changed when the run was finished
-    after all. Ctrl-C is held back meanwhile, so a second one cannot leave
-    the run half closed.
+    after all.
     """
-    with sigint_held():
-        if not run_dir.is_dir() or not still_placeholder(run_dir):
-            return
-        raw, packed = run_dir / "trace.json", run_dir / TRACE_NAME
-        if not raw.exists() and not packed.exists():
-            shutil.rmtree(run_dir, ignore_errors=True)
-            return
-        if raw.exists() and not packed.exists():
-            compress_in_background(raw, packed)
-        problem = (
-            f"{describe(error)} before the profile was built; the trace is kept: %torchprof --load {packed}"
-        )
-        info = {
-            "name": name,
-            "kind": "capture",
-            "created": started,
-            "cell": cell,
-            "partial": True,
-            "damaged": True,
-            "problem": problem,
-            "error": problem,
-            "trace": TRACE_NAME,
-        }
-        try:
-            store.write_info(run_dir, info)
-        except OSError:
-            # Cannot say why: leaving nothing is better than a run stuck "running".
-            shutil.rmtree(run_dir, ignore_errors=True)
+    if not run_dir.is_dir() or not still_placeholder(run_dir):
+        return
+    raw, packed = run_dir / RAW_TRACE_NAME, run_dir / TRACE_NAME
+    if not raw.exists() and not packed.exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    if raw.exists() and not packed.exists():
+        compress_in_background(raw, packed)
+    problem = f"{describe(error)} before the profile was built; the trace is kept: %torchprof --load {packed}"
+    info = {
+        "name": name,
+        "kind": "capture",
+        "created": started,
+        "cell": cell,
+        "partial": True,
+        "damaged": True,
+        "problem": problem,
+        "error": problem,
+        "trace": TRACE_NAME,
+    }
+    try:
+        store.write_info(run_dir, info)
+    except OSError:
+        # Cannot say why: leaving nothing is better than a run stuck "running".
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def drop_unfinished(run_dir: Path | None) -> None:
     """Remove a half-made copy of a loaded trace (the original stays where it was)."""
-    if run_dir is None:
-        return
-    with sigint_held():
-        if run_dir.is_dir() and still_placeholder(run_dir):
-            shutil.rmtree(run_dir, ignore_errors=True)
+    if run_dir is not None and run_dir.is_dir() and still_placeholder(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -32,12 +32,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from . import columns
-from .errors import disk_error
-from .safe_files import UnfitFile, read_small_file
+from .. import columns
+from ..errors import disk_error
+from ..safe_files import UnfitFile, read_small_file
+from .paths import RAW_TRACE_NAME, RUN_FILE, TRACE_NAME, store_folder
 
-RUN_FILE = "run.json"
-TRACE_NAME = "trace.json.gz"
 SCHEMA = 1
 
 #: What a run id looks like: ``20261130-142501-3fa9c1``, optionally with a short
@@ -83,11 +82,6 @@ ABANDONED_CREATE_S = 300.0
 MISSING_INFO = "run.json is missing"
 
 _pending_compressions: list[threading.Thread] = []
-
-
-def default_root() -> Path:
-    """``$TORCHPROF_RUN_DIR`` or ``./.torchprof/runs``."""
-    return Path(os.environ.get("TORCHPROF_RUN_DIR", ".torchprof/runs"))
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -285,7 +279,7 @@ def trace_file(run_dir: Path) -> Path | None:
     Only regular files count (``is_file``): a FIFO or a device named like a
     trace would block whoever opens it.
     """
-    for name in (TRACE_NAME, "trace.json"):
+    for name in (TRACE_NAME, RAW_TRACE_NAME):
         p = run_dir / name
         if p.is_file():
             return p
@@ -296,12 +290,12 @@ def trace_file(run_dir: Path) -> Path | None:
 def trace_files(run_dir: Path) -> list[Path]:
     """Every trace file of a run (a loaded folder of ranks keeps one per rank)."""
     names = [TRACE_NAME] if (run_dir / TRACE_NAME).is_file() else []
-    if not names and (run_dir / "trace.json").is_file():
-        names = ["trace.json"]
+    if not names and (run_dir / RAW_TRACE_NAME).is_file():
+        names = [RAW_TRACE_NAME]
     found = [run_dir / n for n in names]
     for pattern in ("*.json.gz", "*.json"):
         for p in sorted(run_dir.glob(pattern)):
-            if p.name in (RUN_FILE, TRACE_NAME, "trace.json") or p.name.startswith("."):
+            if p.name in (RUN_FILE, TRACE_NAME, RAW_TRACE_NAME) or p.name.startswith("."):
                 continue
             # a raw .json still being packed next to its .json.gz is the same trace
             if p.suffix == ".json" and p.with_name(p.name + ".gz").is_file():
@@ -335,7 +329,7 @@ def _is_own_file(path: Path) -> bool:
 
 def safe_trace_name(name: str) -> str:
     """A loaded trace's file name reduced to plain characters (kept recognisable)."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name).lstrip(".") or "trace.json"
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name).lstrip(".") or RAW_TRACE_NAME
     return cleaned[-120:]
 
 
@@ -345,11 +339,11 @@ class RunStore:
     Parameters
     ----------
     root
-        The folder (created on first write).
+        The folder (created on first write); `paths.store_folder` when not given.
     """
 
     def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root) if root is not None else default_root()
+        self.root = Path(root) if root is not None else store_folder()
 
     def create(self, run_id: str | None = None) -> Path:
         """Make a new run folder holding a placeholder ``run.json`` and return it.
@@ -540,7 +534,7 @@ class RunStore:
 
     def device_files(self, run_id: str) -> list[Path]:
         """The device traces kept with a run (XPlane, Neuron Explorer files), its own regular files only."""
-        from .trace.files import device_files
+        from ..trace.files import device_files
 
         found: set[Path] = set()
         for trace in self.locate_traces(run_id):
@@ -548,7 +542,7 @@ class RunStore:
         return sorted(found)
 
     def _add_device_files(self, run_dir: Path, source: Path) -> None:
-        from .trace.files import device_files
+        from ..trace.files import device_files
 
         for src in device_files(source):
             dest = run_dir / src.relative_to(source.parent)
@@ -676,6 +670,20 @@ def run_info(profile: Any, notebook: str | None = None, kind: str = "capture") -
         ],
         "trace": TRACE_NAME,
     }
+
+
+def recorded_step_cpu(run_dir: Path) -> tuple[float, ...]:
+    """The process's CPU time per step (``step_cpu_us``) a run's record kept; empty when absent or unreadable."""
+    try:
+        data = json.loads(read_small_file(Path(run_dir) / RUN_FILE, MAX_INFO_BYTES, "a run's record"))
+        values = data.get("step_cpu_us")
+    except (OSError, ValueError, AttributeError, RecursionError):  # UnfitFile is a ValueError
+        return ()
+    if not isinstance(values, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    ):
+        return ()
+    return tuple(float(v) for v in values)
 
 
 def notebook_of(shell: Any) -> str | None:
