@@ -148,7 +148,7 @@ def _resolve(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list
     out = []
     for alias in node.names:
         sub = f"{target}.{alias.name}"
-        if sub in MODULES:  # ``from . import seams``: the submodule itself
+        if sub in MODULES:  # ``from . import display``: the submodule itself
             out.append((sub, ()))
         else:
             out.append((target, (alias.name,)))

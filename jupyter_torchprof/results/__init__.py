@@ -1,5 +1,5 @@
-"""The result objects a user holds: `Profile`, `ProfileDiff`, `Comparison`, `RankSet`, and `load`.
+"""The result objects a user holds: `Profile`, `ProfileDiff`, `Comparison`, `RankSet`.
 
-Each module is imported on first use; this package's ``__init__`` imports
+Values only: opening a path or a run folder is `runs.load`'s job. Each module is imported on first use; this package's ``__init__`` imports
 nothing, so ``import jupyter_torchprof`` stays light.
 """
