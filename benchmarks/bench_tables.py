@@ -137,7 +137,8 @@ def main() -> None:
         raise SystemExit("give at least one --trace FILE")
     sources = [Path(s) for s in (args.source or ["."])]
     for trace in args.trace:
-        path = Path(trace)
+        # absolute: each child runs in its source tree
+        path = Path(trace).resolve()
         if not path.is_file():
             raise SystemExit(f"no such trace: {path}")
         bench(path, sources, tables, max(args.repeat, 1), not args.no_warmup)

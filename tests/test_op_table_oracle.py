@@ -211,3 +211,14 @@ def test_launches_work_equals_a_walk_up_from_each_launch(loaded):
             expected[at] = True
             at = int(parent[at])
     np.testing.assert_array_equal(ctx.launches_work, expected)
+
+
+def test_dense_numbers_are_factorize():
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        n, span = int(rng.integers(0, 200)), int(rng.integers(1, 50))
+        values = rng.integers(0, span, n)
+        numbers, groups = ops_mod._dense_numbers(values, span)
+        expected, uniques = pd.factorize(values)
+        np.testing.assert_array_equal(numbers, expected)
+        assert groups == len(uniques)
