@@ -140,3 +140,32 @@ def test_long_decimal_timestamps_round_as_python(monkeypatch: pytest.MonkeyPatch
     absolute = fast.events["ts"].to_numpy() + fast.meta.t0_us
     # (events past 2^53 µs are skipped, on both paths)
     assert sorted(absolute.tolist()) == sorted(x for x in map(float, texts) if x <= parser.MAX_TIMESTAMP_US)
+
+
+def _launch(k: int, correlated: bool) -> list[dict]:
+    """A runtime call launching a kernel at step ``k``, linked by a flow; the kernel's id may be missing."""
+    args = {"correlation": k} if correlated else {}
+    return [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10.0 * k, "dur": 2.0, "args": {"correlation": k}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": k, "pid": 1, "tid": 1, "ts": 10.0 * k},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.0 * k + 3, "dur": 4.0,
+         "args": {"device": 0, "stream": 7, **args}},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": k, "pid": 0, "tid": 7, "ts": 10.0 * k + 3, "bp": "e"},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("late_uncorrelated", [False, True])
+def test_flows_aside_dropped_early_still_read_when_needed(
+    late_uncorrelated: bool, monkeypatch: pytest.MonkeyPatch, needs_native: None
+) -> None:
+    # Small chunks: the first ones' kernels all have ids, so the native
+    # builder stops keeping flows aside; a kernel without one further on
+    # then needs the second pass, which must give what pure Python gives.
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 2000)
+    events = [e for k in range(1, 200) for e in _launch(k, not (late_uncorrelated and k > 150))]
+    data = json.dumps({"traceEvents": events}).encode()
+    ((pure, _), (fast, _)), stats = _both(lambda: parser.parse_bytes(data, defer_flows=True), monkeypatch)
+    assert stats["native"] > 10 and set(stats) == {"native"}, stats
+    assert_same(pure, fast)
+    assert len(fast.flows) == (2 * 199 if late_uncorrelated else 0)

@@ -409,6 +409,9 @@ _PHASE_CODE = {"X": 0, "s": 1, "f": 2, "M": 3, "i": 4, "I": 4}
 _IGNORED_PHASE = 5
 _NO_PHASE = -1
 _TYPE_CODE = {t: _PHASE_CODE.get(ph, _IGNORED_PHASE) for t, ph in PHASE_OF_TYPE.items()}
+#: The kinds `_flows_needed` looks at: flows link them where their correlation id is missing.
+_FLOW_LINKED_KIND_CODES = np.array([_KIND_CODE[k] for k in (*K.LAUNCHED_KINDS, K.RUNTIME)], dtype=np.int8)
+_LAUNCHED_KIND_CODES = np.array([_KIND_CODE[k] for k in K.LAUNCHED_KINDS], dtype=np.int8)
 _CORRELATED_KIND_CODES = np.array([_KIND_CODE[k] for k in (*K.DEVICE_KINDS, K.RUNTIME)], dtype=np.int8)
 #: Groups of text arguments interned together (one pass per group, not per
 #: column): their values are joined with a separator that cannot occur in
@@ -464,6 +467,8 @@ class _Builder:
         self.flows_aside: dict[str, list[np.ndarray]] | None = (
             {} if self.native is not None and events and not flows else None
         )
+        #: Whether a chunk had launches or runtime calls without correlation ids (see `flows_aside`).
+        self.flows_wanted = False
 
     # -- decoding ---------------------------------------------------------- #
 

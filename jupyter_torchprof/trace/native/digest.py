@@ -414,6 +414,24 @@ def _commit_x(
     out["python_id"] = np.where(is_py, c["x_pyid"], -1)
     out["python_parent_id"] = np.where(is_py, c["x_pypid"], -1)
     b._append(b.cols, **out)
+    if b.flows_aside is not None:
+        _keep_flows_aside(P, b, kind, out["correlation"])
+
+
+def _keep_flows_aside(P: ModuleType, b: Builder, kind: np.ndarray, correlation: np.ndarray) -> None:
+    """Stop keeping flows aside at the first chunk with device work whose links all have correlation ids.
+
+    Where the ids link everything (every CUDA trace) the flows are seldom
+    needed, and keeping them costs a few per cent; once some link lacks its
+    id (the MTIA trace's device events) they are kept to the end. Either way
+    the result is the same: without them, flows the links turn out to need
+    are read in a second pass (`parser._finish`).
+    """
+    linked = _lut(P._FLOW_LINKED_KIND_CODES)[kind]
+    if (correlation[linked] < 0).any():
+        b.flows_wanted = True
+    elif not b.flows_wanted and _lut(P._LAUNCHED_KIND_CODES)[kind].any():
+        b.flows_aside = None
 
 
 def _launch_codes(
