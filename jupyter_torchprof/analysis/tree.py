@@ -340,7 +340,7 @@ def nearest_ancestor(parent: np.ndarray, depth: np.ndarray, wanted: np.ndarray) 
 
 def subtree_sums(parent: np.ndarray, depth: np.ndarray, own: np.ndarray) -> np.ndarray:
     """Each node's own value plus that of all its descendants."""
-    total = own.astype(np.float64).copy()
+    total = own.astype(np.float64, copy=True)
     if len(parent) == 0:
         return total
     order, bounds = _levels(depth)
@@ -368,13 +368,21 @@ def _levels(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.searchsorted(key[order], np.arange(max_depth + 2))
 
 
-def children_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Sum of ``values`` over each node's direct children."""
-    has = parent >= 0
-    return np.bincount(parent[has], weights=values[has], minlength=len(parent)).astype(np.float64)
+def children_sums(parent: np.ndarray, values: np.ndarray, kids: np.ndarray | None = None) -> np.ndarray:
+    """Sum of ``values`` over each node's direct children.
+
+    ``kids``: the nodes that have a parent (``np.flatnonzero(parent >= 0)``),
+    when the caller sums several columns over one tree.
+    """
+    if kids is None:
+        kids = np.flatnonzero(parent >= 0)
+    sums = np.bincount(parent[kids], weights=values[kids], minlength=len(parent))
+    return sums.astype(np.float64, copy=False)
 
 
-def folded_into(parent: np.ndarray, depth: np.ndarray, name_code: np.ndarray) -> np.ndarray:
+def folded_into(
+    parent: np.ndarray, depth: np.ndarray, name_code: np.ndarray, kids: np.ndarray | None = None
+) -> np.ndarray:
     """Where torch's ``key_averages()`` folds each event: its absorbing ancestor, or -1.
 
     torch drops an event whose parent has the same name and no other child
@@ -396,17 +404,24 @@ def folded_into(parent: np.ndarray, depth: np.ndarray, name_code: np.ndarray) ->
         Host call tree (`host_tree`); device events have depth -1.
     name_code
         Integer code of each event's name (equal codes mean equal names).
+    kids
+        The nodes in the tree that have a parent (``parent >= 0`` and
+        ``depth >= 0``), when the caller has them already.
     """
     n = len(parent)
     out = np.full(n, -1, dtype=np.int64)
-    in_tree = (parent >= 0) & (depth >= 0)
-    if not in_tree.any():
+    if kids is None:
+        kids = np.flatnonzero((parent >= 0) & (depth >= 0))
+    if not len(kids):
         return out
-    n_children = np.bincount(parent[in_tree], minlength=n)
-    p = np.maximum(parent, 0)
-    folded = in_tree & (n_children[p] == 1) & (name_code >= 0) & (name_code == name_code[p])
-    if not folded.any():
+    up = parent[kids]
+    n_children = np.bincount(up, minlength=n)
+    # Checked on the nodes with a parent only (the others never fold).
+    code = name_code[kids]
+    rows = kids[(n_children[up] == 1) & (code >= 0) & (code == name_code[up])]
+    if not len(rows):
         return out
-    kept_ancestor = nearest_ancestor(parent, depth, ~folded)
-    out[folded] = kept_ancestor[folded]
+    folded = np.zeros(n, dtype=bool)
+    folded[rows] = True
+    out[rows] = nearest_ancestor(parent, depth, ~folded)[rows]
     return out
