@@ -35,10 +35,16 @@ DTYPE_BYTES = {
 
 def name_codes(ctx: NoteContext) -> tuple[np.ndarray, pd.Index]:
     """Each event's name as an integer code (-1 where missing), and the names the codes index."""
-    names = ctx.events["name"]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype("category")
-    return names.cat.codes.to_numpy(), names.cat.categories
+    # Kept in the context's __dict__ (as its cached properties are): the
+    # rules ask a hundred times per trace, and each pandas accessor call
+    # costs tens of µs, a real share of a small trace's notes.
+    cached = ctx.__dict__.get("_name_codes")
+    if cached is None:
+        names = ctx.events["name"]
+        if not isinstance(names.dtype, pd.CategoricalDtype):
+            names = names.astype("category")
+        cached = ctx.__dict__["_name_codes"] = (names.cat.codes.to_numpy(), names.cat.categories)
+    return cached
 
 
 def named(ctx: NoteContext, rows: np.ndarray, names: Iterable[str]) -> np.ndarray:
@@ -50,11 +56,18 @@ def named(ctx: NoteContext, rows: np.ndarray, names: Iterable[str]) -> np.ndarra
 
 def of_kinds(ctx: NoteContext, rows: np.ndarray, kinds: Iterable[str]) -> np.ndarray:
     """Per row of ``rows``: True where the event's kind is one of ``kinds`` (compared as integer codes)."""
-    kind = ctx.events["kind"]
-    if not isinstance(kind.dtype, pd.CategoricalDtype):
-        return np.isin(ctx.kinds[rows], tuple(kinds))
-    wanted = [i for i, c in enumerate(kind.cat.categories) if c in set(kinds)]
-    return np.isin(kind.cat.codes.to_numpy()[rows], wanted)
+    kind_codes = ctx.__dict__.get("_kind_codes")
+    if kind_codes is None:
+        kind = ctx.events["kind"]
+        if not isinstance(kind.dtype, pd.CategoricalDtype):
+            return np.isin(ctx.kinds[rows], tuple(kinds))
+        # cached as `name_codes` is
+        kind_codes = ctx.__dict__["_kind_codes"] = (kind.cat.codes.to_numpy(), list(kind.cat.categories))
+    codes, categories = kind_codes
+    wanted_kinds = set(kinds)
+    wanted = [i for i, c in enumerate(categories) if c in wanted_kinds]
+    picked = codes[rows]
+    return picked == wanted[0] if len(wanted) == 1 else np.isin(picked, wanted)
 
 
 def name_mask(
@@ -62,7 +75,8 @@ def name_mask(
 ) -> np.ndarray:
     """Per event: True where ``test(name)`` holds (tested once per distinct name) and its kind is one of ``kinds``."""
     categories, order, bounds = _rows_by_name(ctx)
-    good = np.fromiter((bool(test(str(c))) for c in categories), dtype=bool, count=len(categories))
+    labels = _name_labels(ctx)
+    good = np.fromiter((bool(test(c)) for c in labels), dtype=bool, count=len(labels))
     wanted = np.flatnonzero(good)
     # The rows of each wanted name are one slice of the events ordered by
     # name code: no pass over every event per rule.
@@ -74,6 +88,14 @@ def name_mask(
     out = np.zeros(len(ctx.parent), dtype=bool)
     out[rows] = True
     return out
+
+
+def _name_labels(ctx: NoteContext) -> list[str]:
+    """The distinct names as Python strings (once per context, as `name_codes`)."""
+    cached = ctx.__dict__.get("_name_labels")
+    if cached is None:
+        cached = ctx.__dict__["_name_labels"] = [str(c) for c in name_codes(ctx)[1]]
+    return cached
 
 
 def _rows_by_name(ctx: NoteContext) -> tuple[pd.Index, np.ndarray, np.ndarray]:
