@@ -78,65 +78,40 @@ class RunSession:
         """
         import sys
 
+        from .capture.guards import sigint_held
         from .results.profile import Profile
-        from .runs.store import source_key, url_source_key
+        from .runs.keep import keep_loaded
+        from .runs.unfinished import describe
         from .trace.remote import is_url
 
         store = self.run_store(args)
         profiles = [result] if isinstance(result, Profile) else list(result)
-        sources = [Path(p.meta.path) for p in profiles if p.meta.path]
-        root = store.root.resolve()
-        if not sources or any(root in s.resolve().parents for s in sources):
-            return
-        # A URL's traces were fetched to temporary copies: the URL, not the
-        # copies' paths, says which run keeps them already.
-        url = args.load if is_url(args.load) else None
-        key = url_source_key(url, sources) if url else source_key(sources)
-        kept_before = store.find_loaded(key)
-        if kept_before is not None:
-            # The same files loaded again: point at the copy already kept
-            # instead of storing a second one.
-            for p in profiles:
-                p.run_dir = kept_before
-            return
-        run_dir = None
         try:
-            run_dir = store.create()
-            kept: list[str] = []
-            for i, src in enumerate(sources):
-                name = src.name if src.name not in kept else f"{i}-{src.name}"
-                kept.append(store.add_trace(run_dir, src, name=name).name)
-            info = run_info(profiles[0], notebook_of(self.shell), kind="load")
-            info.update(
+            kept = keep_loaded(
+                store,
+                profiles,
                 name=result.name,
-                source=url or str(Path(args.load).expanduser().resolve()),
-                traces=kept,
-                trace=kept[0],
-                source_key=key,
+                source=args.load,
+                url=args.load if is_url(args.load) else None,
+                notebook=notebook_of(self.shell),
+                held=sigint_held,
             )
-            info["ranks"] = len(profiles)
-            store.write_info(run_dir, info)
-        except BaseException as exc:
-            # Whatever stopped the copy (a full disk, a bug, Ctrl-C), the
-            # half-made run must not stay listed as "running".
-            from .capture.guards import sigint_held
-            from .runs.unfinished import describe, drop_unfinished
-
-            with sigint_held():  # a second Ctrl-C must not leave the copy half removed
-                drop_unfinished(run_dir)
-            if not isinstance(exc, Exception):
-                raise
+        except Exception as exc:  # the half-made run is removed; Ctrl-C goes on up
             why = exc.strerror or exc if isinstance(exc, OSError) else describe(exc)
             print(f"torchprof: trace opened, but not kept in {store.root}: {why}", file=sys.stderr)
             return
+        if kept is None:
+            return
         for p in profiles:
-            p.run_dir = run_dir
-        if isinstance(result, Profile) and kept[0].endswith(".gz"):
+            p.run_dir = kept.run_dir
+        if not kept.new:
+            return  # the same files loaded again: the copy kept before is theirs
+        if isinstance(result, Profile) and kept.trace is not None and kept.trace.name.endswith(".gz"):
             # A gzip is copied as it is (a raw .json is packed on a thread this
             # does not see: the sidebar or load() will cache that one).
-            self._packing[run_dir] = (None, run_dir / kept[0])
+            self._packing[kept.run_dir] = (None, kept.trace)
         if self.settings.max_store_mb > 0:
-            store.enforce_cap(self.settings.max_store_mb * 2**20, keep={run_dir.name})
+            store.enforce_cap(self.settings.max_store_mb * 2**20, keep={kept.run_dir.name})
 
     @keeping_interrupts  # a Ctrl-C lost in a callback during setup still stops the run
     def run(self, args: argparse.Namespace, code: str, make_runner: Any = None) -> Any:
@@ -546,14 +521,7 @@ class RunSession:
         self._update_run_info(store, compiled.run_dir, {"pair": eager.run_dir.name, "role": "compiled"})
 
     def _update_run_info(self, store: Any, run_dir: Path, extra: dict[str, Any]) -> None:
-        info = store.read_info(run_dir.name)
-        if info.get("damaged"):
-            return
-        info.update(extra)
-        info.pop("id", None)
-        info.pop("damaged", None)
-        info.pop("schema", None)
-        store.write_info(run_dir, info)
+        store.update_info(run_dir, extra)
 
     def _build_profile(
         self,
@@ -699,8 +667,7 @@ class RunSession:
 
     def _keep_tables_now(self, result: Any) -> None:
         from .results.comparison import Comparison
-        from .runs.keep import keep_cache, write_table_cache
-        from .runs.store import in_background
+        from .runs.keep import keep_tables
 
         profiles = [result.eager, result.compiled] if isinstance(result, Comparison) else [result]
         for p in profiles:
@@ -708,21 +675,13 @@ class RunSession:
             entry = self._packing.pop(run_dir, None) if run_dir is not None else None
             if entry is None:
                 continue  # kept before, or not kept: the server or load() writes its cache
-            p.ops, p.kernels, p.steps, p.findings, p.summary, p.notes, p.memory_events, p.events  # noqa: B018
             packing, trace = entry
-
-            def write(p: Any = p, trace: Path = trace, packing: Any = packing) -> None:
-                if packing is not None:
-                    packing.join()
-                if trace.is_file():  # else packing failed: the raw trace stays, uncached
-                    keep_cache(write_table_cache, p, trace)
-                    keep_cache(sidebar_timeline, p, trace)
-
             # bokeh's import is circular inside bokeh.models: imported from this thread
-            # and from the writer's at once it fails ("partially initialized module").
+            # and from the writer's (the sidebar's timeline) at once it fails
+            # ("partially initialized module").
             import bokeh.models  # noqa: F401
 
-            in_background(write, "torchprof-tables")
+            keep_tables(p, trace, packing, also=(sidebar_timeline,))
 
 
 def _timed_tables(profile: Any, findings: bool = False) -> float:

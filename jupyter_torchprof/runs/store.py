@@ -384,6 +384,16 @@ class RunStore:
         data = {"schema": SCHEMA, "id": run_dir.name, **info}
         write_json_atomic(run_dir / RUN_FILE, data)
 
+    def update_info(self, run_dir: Path, extra: dict[str, Any]) -> None:
+        """Add ``extra`` to a run's record (a damaged one is left as it is)."""
+        info = self.read_info(run_dir.name)
+        if info.get("damaged"):
+            return
+        info.update(extra)
+        for derived in ("id", "damaged", "schema"):  # what read_info and write_info add
+            info.pop(derived, None)
+        self.write_info(run_dir, info)
+
     def read_info(self, run_id: str) -> dict[str, Any]:
         """``run.json`` of one run.
 
