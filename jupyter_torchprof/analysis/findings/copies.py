@@ -77,7 +77,11 @@ def _copies_of(inp: Inputs, rows: np.ndarray) -> _Copies:
 def _stats(inp: Inputs, c: _Copies, mask: np.ndarray) -> dict[str, Any]:
     """The evidence of the copies in ``mask``: counts, bytes and time (total and per step), causes."""
     per = inp.n_steps
-    causes = Counter(cause_label(inp, inp.op_chain(int(o))) if o >= 0 else "(unlinked)" for o in c.op[mask])
+    # Labelled once per distinct op (counted in order of first appearance,
+    # so ties keep the order a per-copy count gave them).
+    causes: Counter[str] = Counter()
+    for o, n in Counter(c.op[mask].tolist()).items():
+        causes[cause_label(inp, inp.op_chain(o)) if o >= 0 else "(unlinked)"] += n
     return {
         "count": int(mask.sum()),
         "per_step": float(mask.sum()) / per,
@@ -101,7 +105,7 @@ def _finding(
     detail: str,
 ) -> Finding:
     """The finding of the copies in ``mask``, whose `_stats` are ``ev``."""
-    ops = sorted({inp.op_name(r) for o in c.op[mask] if o >= 0 for r in inp.op_chain(int(o))})
+    ops = sorted({inp.op_name(r) for o in set(c.op[mask].tolist()) if o >= 0 for r in inp.op_chain(o)})
     return Finding(
         rule="copies",
         severity=severity,

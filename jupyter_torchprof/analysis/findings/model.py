@@ -372,7 +372,16 @@ class Inputs:
 
     def op_chain(self, row: int) -> list[int]:
         """The ``cpu_op`` ancestors of ``row`` (itself included), outermost first."""
-        return [r for r in self.chain(row) if self.kind_of(r) == K.CPU_OP]
+        # Kept per row: the rules ask for the same op's chain once per copy,
+        # sync or launch it made.
+        found = self._op_chains.get(row)
+        if found is None:
+            found = self._op_chains[row] = [r for r in self.chain(row) if self.kind_of(r) == K.CPU_OP]
+        return list(found)
+
+    @cached_property
+    def _op_chains(self) -> dict[int, list[int]]:
+        return {}
 
     def annotation_of(self, row: int) -> int:
         """Innermost ``record_function`` range around ``row`` (not a step), or -1."""
