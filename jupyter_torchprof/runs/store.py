@@ -17,6 +17,7 @@ id can never name a path outside the store.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
@@ -80,6 +81,9 @@ _INFO_TMP_RE = re.compile(r"\.run\.json\.[0-9a-f]{8}\.tmp")
 ABANDONED_CREATE_S = 300.0
 #: The problem of a run folder without run.json.
 MISSING_INFO = "run.json is missing"
+
+#: How many times `RunStore.delete` removes a folder that a writer was adding to meanwhile.
+DELETE_TRIES = 5
 
 _pending_compressions: list[threading.Thread] = []
 
@@ -568,8 +572,23 @@ class RunStore:
                 raise disk_error(exc, dest) from None
 
     def delete(self, run_id: str) -> None:
-        """Remove a run folder and everything in it (refuses anything `locate` refuses)."""
-        shutil.rmtree(self.locate(run_id))
+        """Remove a run folder and everything in it (refuses anything `locate` refuses).
+
+        A run just shown may still get its caches written beside its trace
+        (`keep.keep_tables`): a file that appears, or a temporary file renamed
+        away, while the folder is removed is not a reason to fail; the removal
+        is tried again (the writer's next file fails once the folder is gone,
+        which costs it one warning).
+        """
+        run_dir = self.locate(run_id)
+        for attempt in range(DELETE_TRIES):
+            try:
+                shutil.rmtree(run_dir)
+                return
+            except OSError as exc:
+                raced = exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT) and run_dir.is_dir()
+                if not raced or attempt == DELETE_TRIES - 1:
+                    raise
 
     def run_bytes(self, run_id: str) -> int:
         """Disk space used by one run."""
