@@ -90,8 +90,22 @@ def overlap_per_window(
 
 
 def _group(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct codes and, for each row, the group it belongs to."""
-    return np.unique(codes, return_inverse=True)
+    """Distinct codes (sorted) and, for each row, the group it belongs to: ``np.unique(codes, return_inverse=True)``.
+
+    Integers over a range not much wider than the rows are counted into
+    place (one pass) instead of sorted: the rows are every device activity.
+    """
+    codes = np.asarray(codes)
+    if not len(codes) or codes.dtype.kind not in "iu":
+        return np.unique(codes, return_inverse=True)
+    lo = int(codes.min())
+    span = int(codes.max()) - lo + 1
+    if span > 4 * len(codes) + (1 << 16):
+        return np.unique(codes, return_inverse=True)
+    shifted = (codes - lo).astype(np.int64)
+    present = np.bincount(shifted, minlength=span) > 0
+    position = np.cumsum(present) - 1
+    return (np.flatnonzero(present) + lo).astype(codes.dtype), position[shifted]
 
 
 def _group_mean(inv: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
@@ -121,8 +135,8 @@ def _group_mode(inv: np.ndarray, codes: np.ndarray, categories: pd.Index, groups
 
 def _join_per_group(inv: np.ndarray, values: np.ndarray, groups: int) -> list[str]:
     """Comma-joined distinct ``values`` per group (in increasing order)."""
-    vals, vinv = np.unique(values, return_inverse=True)
-    pair = np.unique(inv.astype(np.int64) * len(vals) + vinv)
+    vals, vinv = _group(values)
+    pair, _ = _group(inv.astype(np.int64) * len(vals) + vinv)
     out: list[list[str]] = [[] for _ in range(groups)]
     for g, v in zip((pair // len(vals)).tolist(), vals[pair % len(vals)].tolist(), strict=True):
         out[g].append(str(v))
@@ -183,14 +197,18 @@ def kernel_table(
     if links is not None:
         _add_launch_delay(table, links["launch_delay_us"].to_numpy()[rows], inv)
     # Launch-argument columns only when the trace recorded any.
-    keep_optional = [
-        c for c in _OPTIONAL_COLUMNS if c in table and table[c].replace("", np.nan).notna().any()
-    ]
+    keep_optional = [c for c in _OPTIONAL_COLUMNS if c in table and _has_value(table[c])]
     order_cols = [*_KERNEL_COLUMNS, *keep_optional]
     if "launch_delay_us" in table:
         order_cols += ["launch_delay_us", "launch_delay_max_us"]
     table = table[order_cols]
     return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _has_value(col: pd.Series) -> bool:
+    """Whether any cell is neither missing nor "" (``col.replace("", nan).notna().any()``, on the array)."""
+    values = col.to_numpy(dtype=object)
+    return bool((~pd.isna(values) & (values != "")).any())
 
 
 def _empty_kernel_table() -> pd.DataFrame:
