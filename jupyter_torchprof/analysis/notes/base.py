@@ -81,16 +81,38 @@ class NoteContext:
             return labels[kind.cat.codes.to_numpy()]
         return kind.to_numpy(dtype=object)
 
+    @cached_property
+    def _kind_codes(self) -> np.ndarray | None:
+        """The ``kind`` column's codes when its categories are `trace.categories.KINDS` (as parsed), else None."""
+        kind = self.events["kind"]
+        if isinstance(kind.dtype, pd.CategoricalDtype) and list(kind.cat.categories) == list(K.KINDS):
+            return kind.cat.codes.to_numpy()
+        return None
+
+    def kind_in(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """Per event: True where its kind is one of ``kinds``.
+
+        One comparison of the codes per kind: ``np.isin`` over every event
+        cost ~0.2 ms a call on a 45k-event trace, and the rules ask often.
+        """
+        codes = self._kind_codes
+        if codes is None:
+            return K.kind_mask(self.events, kinds)
+        mask = np.zeros(len(codes), dtype=bool)
+        for kind in kinds:
+            mask |= codes == K.KIND_INDEX[kind]
+        return mask
+
     def rows_of_kind(self, *kinds: str) -> np.ndarray:
         """Rows of the events of any of ``kinds``."""
-        return np.flatnonzero(K.kind_mask(self.events, kinds))
+        return np.flatnonzero(self.kind_in(kinds))
 
     @cached_property
     def launches_work(self) -> np.ndarray:
         """Per event: True where it or an event below it launched device work (kernel, copy, memset)."""
         n = len(self.events)
         out = np.zeros(n, dtype=bool)
-        owners = self.op[K.kind_mask(self.events, K.DEVICE_ACTIVITY)]
+        owners = self.op[self.kind_in(K.DEVICE_ACTIVITY)]
         # Mark each launching op, then walk up the call tree to the roots,
         # one level per pass. Marking in a boolean array drops the duplicates
         # (np.unique would sort every pass).

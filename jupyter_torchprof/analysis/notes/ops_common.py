@@ -56,13 +56,13 @@ def named(ctx: NoteContext, rows: np.ndarray, names: Iterable[str]) -> np.ndarra
 
 def of_kinds(ctx: NoteContext, rows: np.ndarray, kinds: Iterable[str]) -> np.ndarray:
     """Per row of ``rows``: True where the event's kind is one of ``kinds`` (compared as integer codes)."""
-    kind_codes = ctx.__dict__.get("_kind_codes")
+    kind_codes = ctx.__dict__.get("_row_kind_codes")
     if kind_codes is None:
         kind = ctx.events["kind"]
         if not isinstance(kind.dtype, pd.CategoricalDtype):
             return np.isin(ctx.kinds[rows], tuple(kinds))
         # cached as `name_codes` is
-        kind_codes = ctx.__dict__["_kind_codes"] = (kind.cat.codes.to_numpy(), list(kind.cat.categories))
+        kind_codes = ctx.__dict__["_row_kind_codes"] = (kind.cat.codes.to_numpy(), list(kind.cat.categories))
     codes, categories = kind_codes
     wanted_kinds = set(kinds)
     wanted = [i for i, c in enumerate(categories) if c in wanted_kinds]
