@@ -341,7 +341,12 @@ def _dynamic_imports(path: Path) -> list[int]:
 
 
 def test_no_run_time_registry_reaches_up() -> None:
-    """Nothing below the views imports by name at run time: an upward edge this walk could not see."""
+    """Nothing below the views imports by name at run time, and the package's ``__init__`` wires nothing.
+
+    An import this walk cannot see (``importlib``, ``__import__``), or a lower
+    module told at import time which module plays a role above it (the
+    provider registry ``results.seams`` was), is an upward edge no test sees.
+    """
     dynamic = [
         f"{_short(m)}:{line}"
         for m, path in MODULES.items()
@@ -349,6 +354,13 @@ def test_no_run_time_registry_reaches_up() -> None:
         for line in _dynamic_imports(path)
     ]
     assert not dynamic, "dynamic imports below the views:\n" + "\n".join(dynamic)
+    init = ast.parse(MODULES[NAME].read_text(encoding="utf-8"))
+    calls = [
+        f"__init__:{stmt.lineno}: {ast.unparse(stmt)[:80]}"
+        for stmt in init.body
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+    ]
+    assert not calls, "the package's __init__ runs calls at import (a registry?):\n" + "\n".join(calls)
 
 
 def test_capture_is_used_by_the_session_only() -> None:
