@@ -129,8 +129,13 @@ class Column:
         neither (the interactive views, the report and the sidebar still
         do). Every renderer shows a new column unless it says otherwise.
     diff
-        A diff (`ProfileDiff.ops`) compares it per step, side A, side B and
-        the change: additive columns only (`diff_ops`).
+        A diff of its table (`ProfileDiff.ops`, `ProfileDiff.kernels`)
+        compares it per step, side A, side B and the change: additive
+        columns only (`diff_ops`, `diff_kernels`).
+    diff_title
+        What its diff columns are called (``Device`` gives ``Device A`` and
+        ``Δ device``) where its own title would not read well beside the
+        sides' names; empty: its title.
     group
         The op-table grouping whose key this column is (``shape``,
         ``stack``, ``module``): the widget shows it while grouped by it, the
@@ -149,6 +154,7 @@ class Column:
     role: str = ""
     plain: str = "all"
     diff: bool = False
+    diff_title: str = ""
     group: str = ""
 
     def __post_init__(self) -> None:
@@ -427,8 +433,9 @@ KERNELS: tuple[Column, ...] = (
     Column("short_name", "Kernel", "name", 340, title_key="name"),
     # The launch details and estimates are the interactive views' (the text table is nvprof's summary).
     Column("kind", "Kind", "text", 70, plain="none"),
-    Column("calls", "Calls", "count", 70),
-    Column("total_us", "Total", "time"),
+    Column("calls", "Calls", "count", 70, diff=True),
+    # A diff's sides are named after the runs ("Total A" reads as a run's total, not a kernel's time).
+    Column("total_us", "Total", "time", diff=True, diff_title="Device"),
     Column("pct", "Share", "pct", 110, "share of all device time"),
     Column("launched_by", "Launched by", "text", 160, "the op whose call launched it", when="any", plain="none"),
     Column("mean_us", "Mean", "time", 80),
@@ -595,6 +602,9 @@ def _status(a: str, b: str) -> Column:
 #: The ratio of a diff row, absent (``–``) where the op is new or gone: the status says which.
 _RATIO_TIP = "{b} / {a}{what}; – where one side has none (the status says new or gone)"
 
+#: The kernel-table column a kernel diff is sorted by (its largest change first) and its ratio compares.
+KERNEL_DIFF_SORT = "total_us"
+
 
 def diff_metrics(table: Iterable[Column] | None = None) -> tuple[str, ...]:
     """The columns of ``table`` (the op table's by default) a diff compares (`Column.diff`), in order."""
@@ -608,21 +618,33 @@ def _delta_title(title: str) -> str:
 
 
 def _compared(c: Column, a: str, b: str) -> list[Column]:
-    """The diff columns of one compared op column: side a, side b, and (but for counts) the change."""
+    """The diff columns of one compared column: side a, side b, and (but for counts) the change."""
+    title = c.diff_title or c.title
     if c.kind == "count":
         # Calls per step can be fractional; their change says little beside the times'.
         return [
-            Column(f"{c.key}_a", f"{c.title} {a}", "calls", 80, device=c.device, role=c.role),
-            Column(f"{c.key}_b", f"{c.title} {b}", "calls", 90, device=c.device, role=c.role),
+            Column(f"{c.key}_a", f"{title} {a}", "calls", 80, device=c.device, role=c.role),
+            Column(f"{c.key}_b", f"{title} {b}", "calls", 90, device=c.device, role=c.role),
         ]
     delta = "delta" if c.kind == "time" else c.kind
     return [
-        Column(f"{c.key}_a", f"{c.title} {a}", c.kind, 100, device=c.device, role=c.role, unit=c.unit),
-        Column(f"{c.key}_b", f"{c.title} {b}", c.kind, 110, device=c.device, role=c.role, unit=c.unit),
-        Column(
-            f"{c.key}_delta", _delta_title(c.title), delta, 100, device=c.device, role=c.role, unit=c.unit
-        ),
+        Column(f"{c.key}_a", f"{title} {a}", c.kind, 100, device=c.device, role=c.role, unit=c.unit),
+        Column(f"{c.key}_b", f"{title} {b}", c.kind, 110, device=c.device, role=c.role, unit=c.unit),
+        Column(f"{c.key}_delta", _delta_title(title), delta, 100, device=c.device, role=c.role, unit=c.unit),
     ]
+
+
+def _diff_name(table: Iterable[Column]) -> Column:
+    """A diff's ``name`` column, titled as the table's name column ("Name", "Kernel")."""
+    shown = next(c for c in table if c.kind == "name")
+    return Column("name", shown.title, "name", shown.width)
+
+
+def _diff_sides(table: Iterable[Column], a: str, b: str, what: str) -> list[Column]:
+    """The compared columns of ``table`` (`Column.diff`: side a, side b, the change), then the ratio."""
+    cols = [col for c in table if c.diff for col in _compared(c, a, b)]
+    cols.append(Column("ratio", f"{b} / {a}", "ratio", 100, _RATIO_TIP.format(a=a, b=b, what=what)))
+    return cols
 
 
 def diff_ops(a: str = "A", b: str = "B") -> list[Column]:
@@ -633,29 +655,18 @@ def diff_ops(a: str = "A", b: str = "B") -> list[Column]:
     torch.compile makes: ``compiled graph f3a9c0de`` for
     ``## Call CompiledFxGraph … ##``.
     """
-    cols = [
-        Column("name", "Name", "name", 340),
+    return [
+        _diff_name(OPS),
         Column("label", "Reads as", "text", 220, "what a name torch.compile made stands for", when="any"),
         _status(a, b),
+        *_diff_sides(OPS, a, b, " of the sorted metric"),
     ]
-    for c in OPS:
-        if c.diff:
-            cols += _compared(c, a, b)
-    cols.append(
-        Column("ratio", f"{b} / {a}", "ratio", 100, _RATIO_TIP.format(a=a, b=b, what=" of the sorted metric"))
-    )
-    return cols
 
 
 def diff_kernels(a: str = "A", b: str = "B") -> list[Column]:
-    """The kernel diff table (`ProfileDiff.kernels`), sides titled ``a`` and ``b``."""
-    return [
-        Column("name", "Kernel", "name", 340),
-        _status(a, b),
-        Column("calls_a", f"Calls {a}", "calls", 80),
-        Column("calls_b", f"Calls {b}", "calls", 90),
-        Column("total_us_a", f"Device {a}", "time", 100),
-        Column("total_us_b", f"Device {b}", "time", 110),
-        Column("total_us_delta", "Δ device", "delta", 100),
-        Column("ratio", f"{b} / {a}", "ratio", 100, _RATIO_TIP.format(a=a, b=b, what=" of the device time")),
-    ]
+    """The kernel diff table (`ProfileDiff.kernels`), sides titled ``a`` and ``b``.
+
+    Each kernel column marked `Column.diff` gives side a, side b and the
+    change (``diff_metrics(KERNELS)``), titled by its `Column.diff_title`.
+    """
+    return [_diff_name(KERNELS), _status(a, b), *_diff_sides(KERNELS, a, b, " of the device time")]

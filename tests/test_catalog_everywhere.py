@@ -10,6 +10,13 @@ report (`Profile.export`), the widget's op table (its bokeh model), the diff
 server's JSON that the sidebar renders (rows and the catalog specs sent
 beside them). Each must show the new column's header and, where it formats
 numbers itself, the top row's value as the catalog formats it.
+
+The same for the kernel diff: a kernel-table column (``Total ns``, device
+time in ns, marked for diffs with its own diff title ``Device ns``) added to
+the copy's `Profile.kernels` and `columns.KERNELS` is compared by
+`ProfileDiff.kernels` on a pair of GPU traces and shows, titled from the
+catalog, in the bokeh kernel diff table, the comparison report and the
+server's compare JSON.
 """
 
 from __future__ import annotations
@@ -36,6 +43,17 @@ NEW_COLUMN = (
 COLUMN_ANCHOR = '    Column("self_cpu_us", "Self CPU", "time",'
 OPS_ANCHOR = '    table["cpu_mean_us"] = table["cpu_total_us"] / table["calls"]\n'
 NEW_VALUE = f'    table["{KEY}"] = table["self_cpu_us"] * 1000.0\n'
+
+#: The kernel column: its catalog entry (after the kernel's total time) and where Profile.kernels computes it.
+GPU_PAIR = ("diff_pair/control.pt.trace.json.gz", "diff_pair/test.pt.trace.json.gz")
+KKEY, KTITLE, KDIFF = "total_ns", "Total ns", "Device ns"
+NEW_KERNEL_COLUMN = (
+    f'    Column("{KKEY}", "{KTITLE}", "number", 110, "device time in ns", plain="none", diff=True, '
+    f'diff_title="{KDIFF}"),\n'
+)
+KERNEL_ANCHOR = '    Column("total_us", "Total", "time", diff=True, diff_title="Device"),\n'
+KERNELS_ANCHOR = "        return self._with_notes(table, notes_mod.KERNELS)\n"
+NEW_KERNEL_VALUE = f'        table["{KKEY}"] = table["total_us"] * 1000.0\n'
 
 CHILD = r"""
 import json, sys
@@ -94,6 +112,31 @@ seen["server"] = {
     "values": [r[run["columns"].index(KEY)] for r in run["rows"]] if KEY in run["columns"] else [],
     "diff_specs": [s for s in cmp["specs"] if s["key"].startswith(KEY)],
 }
+
+# The kernel diff of a GPU pair: the kernel column marked for diffs, titled by its diff title.
+KKEY = sys.argv[7]
+ga, gb = tp.load(sys.argv[8]), tp.load(sys.argv[9])
+gd = ga.diff(gb, labels=("eager", "compiled"))
+kernels = gd.kernels
+kkeys = [f"{KKEY}_a", f"{KKEY}_b", f"{KKEY}_delta"]
+seen["kernel_frame"] = [k for k in kkeys if k in kernels.columns]
+krow = kernels.iloc[0]
+seen["kernel_raw"] = {
+    k: float(krow[k]) for k in [*kkeys, "total_us_a", "total_us_b", "total_us_delta"] if k in kernels
+}
+seen["kernel_sorted"] = bool((kernels["total_us_delta"].abs().diff().dropna() <= 0).all())
+kcols = {c.key: c for c in columns.diff_kernels("eager", "compiled")}
+seen["kernel_values"] = [columns.format_cell(kcols[k], krow[k]) for k in kkeys if k in kcols and k in kernels]
+model, _ = make_table(kernels, diff_columns("kernel", True))
+seen["kernel_widget"] = [[c.field, c.title] for c in model.columns]
+page = report_html(Comparison(ga, gb, CompileStats()))
+start = page.find('<section id="diff-kernels-section">')
+seen["kernel_report"] = page[start : page.index("</section>", start)] if start >= 0 else ""
+kc = with_specs({"kernels": frame_json(kernels)}, COMPARE_TABLE_COLUMNS, True)["kernels"]
+seen["kernel_server"] = {
+    "specs": [[s["key"], s["title"], s["kind"]] for s in kc["specs"]],
+    "top": [kc["rows"][0][kc["columns"].index(k)] for k in kkeys if k in kc["columns"]],
+}
 (out / "seen.json").write_text(json.dumps(seen), encoding="utf-8")
 """
 
@@ -107,6 +150,8 @@ def _patched_copy(tmp: Path) -> Path:
     for rel, anchor, insert, after in (
         ("columns.py", COLUMN_ANCHOR, NEW_COLUMN, False),
         ("analysis/ops.py", OPS_ANCHOR, NEW_VALUE, True),
+        ("columns.py", KERNEL_ANCHOR, NEW_KERNEL_COLUMN, True),
+        ("results/profile.py", KERNELS_ANCHOR, NEW_KERNEL_VALUE, False),
     ):
         path = pkg / rel
         text = path.read_text(encoding="utf-8")
@@ -126,11 +171,15 @@ def seen(tmp_path_factory) -> dict:
     for target in (a, b):
         target.parent.mkdir()
         shutil.copyfile(real_trace(TRACE), target)
+    pair = [tmp / "gpu" / Path(name).name for name in GPU_PAIR]
+    for name, target in zip(GPU_PAIR, pair, strict=True):
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(real_trace(name), target)
     out = tmp / "out"
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": str(root), "TORCHPROF_RUN_DIR": str(tmp / "runs")}
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, KEY, TITLE, str(a), str(b), str(out), str(root)],
+        [sys.executable, "-c", CHILD, KEY, TITLE, str(a), str(b), str(out), str(root), KKEY, *map(str, pair)],
         capture_output=True,
         text=True,
         env=env,
@@ -205,3 +254,52 @@ def test_server_json_for_the_sidebar_has_the_new_column(seen):
         f"{TITLE} B",
         f"Δ {TITLE[0].lower()}{TITLE[1:]}",
     }
+
+
+def _delta(title: str) -> str:
+    return f"Δ {title[0].lower()}{title[1:]}"
+
+
+def test_kernel_diff_compares_the_new_kernel_column(seen):
+    assert seen["kernel_frame"] == [f"{KKEY}_a", f"{KKEY}_b", f"{KKEY}_delta"]
+    raw = seen["kernel_raw"]
+    for side in ("a", "b", "delta"):
+        assert raw[f"{KKEY}_{side}"] == pytest.approx(1000.0 * raw[f"total_us_{side}"])
+    assert raw[f"{KKEY}_a"] > 1000 and raw[f"{KKEY}_b"] > 1000  # the top kernel ran on both sides
+    # Still sorted by the device time's change (columns.KERNEL_DIFF_SORT), not by the last column compared.
+    assert seen["kernel_sorted"]
+
+
+def test_kernel_diff_table_titles_come_from_the_catalog(seen):
+    titles = dict(seen["kernel_widget"])
+    expected = {
+        f"{KKEY}_a": f"{KDIFF} eager",
+        f"{KKEY}_b": f"{KDIFF} compiled",
+        f"{KKEY}_delta": _delta(KDIFF),
+        "total_us_a": "Device eager",
+        "total_us_b": "Device compiled",
+        "total_us_delta": "Δ device",
+        "calls_a": "Calls eager",
+        "calls_b": "Calls compiled",
+    }
+    assert {k: titles.get(k) for k in expected} == expected
+
+
+def test_comparison_report_shows_the_new_kernel_column(seen):
+    section = seen["kernel_report"]
+    assert section, "the comparison report has no kernel diff"
+    for title in (f"{KDIFF} eager", f"{KDIFF} compiled", _delta(KDIFF)):
+        assert f"{title}</button>" in section
+    assert len(seen["kernel_values"]) == 3
+    assert all(f">{v}</td>" in section for v in seen["kernel_values"])
+
+
+def test_server_compare_json_has_the_new_kernel_column(seen):
+    s = seen["kernel_server"]
+    specs = {key: (title, kind) for key, title, kind in s["specs"]}
+    assert specs[f"{KKEY}_a"] == (f"{KDIFF} A", "number")
+    assert specs[f"{KKEY}_b"] == (f"{KDIFF} B", "number")
+    assert specs[f"{KKEY}_delta"] == (_delta(KDIFF), "number")
+    assert specs["total_us_delta"] == ("Δ device", "delta")
+    raw = seen["kernel_raw"]
+    assert s["top"] == pytest.approx([raw[f"{KKEY}_a"], raw[f"{KKEY}_b"], raw[f"{KKEY}_delta"]])

@@ -2,8 +2,9 @@
 
 Used for eager vs torch.compile, for two cells, for a run against a saved
 trace, and by the sidebar's Compare. Every function here is pure: tables in,
-table out. Times are per step (divided by each side's step count) so that runs
-with different ``--steps`` compare fairly.
+table out; the columns compared are the caller's (the catalog marks them,
+`columns.diff_metrics`). Times are per step (divided by each side's step
+count) so that runs with different ``--steps`` compare fairly.
 """
 
 from __future__ import annotations
@@ -13,10 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-#: Columns compared for each kind of table: (column, per-step?)
-OP_METRICS = ("calls", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
-KERNEL_METRICS = ("calls", "total_us")
 
 
 def _per_step(table: pd.DataFrame, metrics: tuple[str, ...], steps: int) -> pd.DataFrame:

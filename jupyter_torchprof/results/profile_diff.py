@@ -62,11 +62,17 @@ class ProfileDiff:
 
     @cached_property
     def kernels(self) -> pd.DataFrame:
-        """Per-kernel calls and device time per step, a vs b."""
-        empty = pd.DataFrame({"name": pd.Series(dtype=object), "calls": [], "total_us": []})
+        """Per-kernel calls and device time per step, a vs b (see `analysis.diff.diff_tables`).
+
+        The columns compared are the catalog's (``columns.diff_metrics(columns.KERNELS)``).
+        """
+        metrics = columns.diff_metrics(columns.KERNELS)
+        empty = pd.DataFrame({"name": pd.Series(dtype=object), **{m: [] for m in metrics}})
         ka = self.a.kernels if not self.a.kernels.empty else empty
         kb = self.b.kernels if not self.b.kernels.empty else empty
-        return diff_mod.diff_tables(ka, kb, diff_mod.KERNEL_METRICS, self._steps(self.a), self._steps(self.b))
+        return diff_mod.diff_tables(
+            ka, kb, metrics, self._steps(self.a), self._steps(self.b), sort_by=columns.KERNEL_DIFF_SORT
+        )
 
     @cached_property
     def headline(self) -> pd.DataFrame:
