@@ -147,3 +147,17 @@ def test_kernel_groups_equal_np_unique(seed):
     got, want = _group(codes), np.unique(codes, return_inverse=True)
     assert got[0].tolist() == want[0].tolist() and got[0].dtype == want[0].dtype
     assert got[1].tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_limit_rows_equal_sorted_unique(seed):
+    from jupyter_torchprof.analysis.findings.model import limit_rows, unique_rows
+
+    rng = np.random.default_rng(seed)
+    top = (50, 10**4, 10**8)[seed % 3]  # dense, sparse, and far wider than the rows (the sorting path)
+    rows = rng.integers(-1, top, int(rng.integers(0, 300)))
+    if seed % 2:
+        rows = np.unique(rows)  # already sorted and distinct: the fast path
+    want = np.unique(rows[rows >= 0])
+    assert unique_rows(rows[rows >= 0]).tolist() == want.tolist()
+    assert limit_rows(rows, 25) == want[:25].tolist() and limit_rows(rows.tolist(), -1) == want.tolist()

@@ -445,9 +445,14 @@ class _Names:
 
 
 def _coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 code per row, -1 for none; the label of each code) of a column, categorical or not."""
+    """(integer code per row, -1 for none; the label of each code) of a column, categorical or not.
+
+    A categorical's own codes, not copied: a widened copy of ten million
+    cost a tenth of a second per column (pandas sizes them so that code + 1
+    still fits, which `Inputs.name_flags` relies on).
+    """
     if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy().astype(np.int64), col.cat.categories.to_numpy(dtype=object)
+        return col.cat.codes.to_numpy(), col.cat.categories.to_numpy(dtype=object)
     codes, uniques = pd.factorize(col.astype(object))
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
@@ -458,7 +463,11 @@ def limit_rows(rows: Iterable[int], limit: int) -> list[int]:
         arr = np.asarray(rows).astype(np.int64, copy=False)
     else:
         arr = np.fromiter((int(r) for r in rows), dtype=np.int64)
-    arr = unique_rows(arr[arr >= 0])
+    arr = arr[arr >= 0]
+    # Rows picked from a sorted selection are already sorted and distinct:
+    # one comparison pass, where unique hashed millions of them.
+    if len(arr) > 1 and not bool((arr[1:] > arr[:-1]).all()):
+        arr = unique_rows(arr)
     return arr[:limit].tolist() if limit >= 0 else arr.tolist()
 
 
@@ -473,7 +482,9 @@ def unique_rows(rows: np.ndarray) -> np.ndarray:
         return rows
     top = int(rows.max()) + 1
     if top > 8 * len(rows) + (1 << 20):  # few rows over a huge range: sorting is cheaper
-        return np.unique(rows)
+        # Sorted and cut at the changes: np.unique hashed instead (0.2 s a call at ten million).
+        ordered = np.sort(rows)
+        return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
     seen = np.zeros(top, dtype=bool)
     seen[rows] = True
     return np.flatnonzero(seen)
