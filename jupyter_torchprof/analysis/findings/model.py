@@ -282,7 +282,8 @@ class Inputs:
         out = np.zeros(len(self.events), dtype=bool)
         ann = np.flatnonzero(self.is_kind(K.USER_ANNOTATION))
         if len(ann):
-            out[ann] = [bool(_STEP_NAME.match(str(n))) for n in self.names[ann]]
+            # Matched once per distinct name, not per range.
+            out[ann] = self.name_flags(ann, lambda name: bool(_STEP_NAME.match(name)))
         return out
 
     # ------------------------------------------------------------------ #
