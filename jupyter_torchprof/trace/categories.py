@@ -181,6 +181,10 @@ def kind_mask(events: Any, kinds: str | tuple[str, ...]) -> np.ndarray:
     wanted = (kinds,) if isinstance(kinds, str) else kinds
     if isinstance(col.dtype, pd.CategoricalDtype) and list(col.cat.categories) == list(KINDS):
         codes = col.cat.codes.to_numpy()
-        idx = [KIND_INDEX[k] for k in wanted]
-        return codes == idx[0] if len(idx) == 1 else np.isin(codes, idx)
+        # One comparison per wanted kind (about 1 µs per 50k rows each): np.isin
+        # sorts its inputs and cost ~175 µs a call, asked ~28 times per op table.
+        mask = codes == KIND_INDEX[wanted[0]]
+        for k in wanted[1:]:
+            mask |= codes == KIND_INDEX[k]
+        return mask
     return np.isin(col.to_numpy(dtype=object), list(wanted))
