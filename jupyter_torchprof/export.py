@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import gzip
 import os
-import secrets
 import shutil
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import TorchProfError
+from .safe_files import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from .results.comparison import Comparison
@@ -115,19 +114,6 @@ def json_size(path: Path) -> int:
     return isize
 
 
-def _atomic_write(target: Path, write: Callable[[Path], None]) -> None:
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _write_trace(profile: Profile, target: Path, gz: bool, result: ExportResult) -> None:
     src = source_trace(profile)
     size = json_size(src)
@@ -152,7 +138,7 @@ def _write_trace(profile: Profile, target: Path, gz: bool, result: ExportResult)
             with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
                 shutil.copyfileobj(fin, fout, 16 * 1024 * 1024)
 
-    _atomic_write(target, write)
+    write_atomically(target, write)
 
 
 def _table(profile: Profile, table: str) -> Any:
@@ -168,21 +154,21 @@ def _write_one(profile: Profile, target: Path, fmt: str, table: str, result: Exp
         _write_trace(profile, target, fmt == "trace-gz", result)
     elif fmt == "csv":
         frame = _table(profile, table)
-        _atomic_write(target, lambda tmp: frame.to_csv(tmp, index=False))
+        write_atomically(target, lambda tmp: frame.to_csv(tmp, index=False))
         result.messages.append(f"writing {target.name}: the {table} table ({len(frame)} rows)")
     elif fmt == "parquet":
         frame = _table(profile, table)
-        _atomic_write(target, lambda tmp: frame.to_parquet(tmp, index=False))
+        write_atomically(target, lambda tmp: frame.to_parquet(tmp, index=False))
         result.messages.append(f"writing {target.name}: the {table} table ({len(frame)} rows)")
     elif fmt == "text":
         text = profile.table(row_limit=-1, width=0)  # a file: every column, whatever the terminal
-        _atomic_write(target, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
+        write_atomically(target, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
         result.messages.append(f"writing {target.name}: the text tables")
     elif fmt == "html":
         from .views.report import report_html
 
         page = report_html(profile)
-        _atomic_write(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+        write_atomically(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
         result.messages.append(
             f"writing {target.name}: a standalone report ({human_size(len(page))}, opens offline)"
         )
@@ -373,7 +359,7 @@ def write_report(result: Profile | Comparison, path: str | Path, force: bool = F
         raise ExportError(f"a report is written to an .html file, not {Path(path).name}")
     page = report_html(result)
     try:
-        _atomic_write(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+        write_atomically(target, lambda tmp: tmp.write_text(page, encoding="utf-8"))
     except OSError as exc:
         raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from None
     what = "a comparison report" if hasattr(result, "compiled") else "a standalone report"

@@ -9,8 +9,28 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
+
+
+def write_atomically(target: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` to a temporary file beside ``target``, then rename it into place.
+
+    No reader ever sees half a file; a failure (a full disk, a Ctrl-C) leaves
+    nothing behind, not even the temporary file.
+    """
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        raise
 
 
 class UnfitFile(ValueError):

@@ -11,8 +11,6 @@ run from being shown.
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -21,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..safe_files import write_atomically
 from .paths import tables_path, timeline_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,17 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def write_atomic(target: Path, data: bytes) -> None:
     """Write ``data`` to ``target`` through a temporary file beside it, so no reader sees half a file."""
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-    except BaseException:
-        # A full disk or a Ctrl-C: the half-written file must not stay beside the trace.
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
+    write_atomically(target, lambda tmp: tmp.write_bytes(data))
 
 
 def write_table_cache(profile: Profile, trace: str | Path) -> Path:
