@@ -11,8 +11,6 @@ for warming up (lazy init, autotuning, allocator growth, compilation).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -35,20 +33,22 @@ def find_kernel_variance(inp: Inputs, th: Thresholds) -> list[Finding]:
     grid, grid_labels = _launch_codes(ev, "grid", rows, has_grid)
     block, block_labels = _launch_codes(ev, "block", rows, has_grid)
     dur = inp.dur[rows]
-    if np.isnan(dur).any():  # as the frame's fillna("") did (the median then fails: "not checked")
-        dur = np.where(np.isnan(dur), "", dur.astype(object))
-    # Grouped by integer codes (a bijection with the labels, so the same
-    # groups in the same order), not by strings made for every kernel row.
-    frame = pd.DataFrame(
-        {"row": rows, "name": inp.name_codes[rows], "grid": grid, "block": block, "dur": dur}
-    )
-    stats = _spread_launches(frame, th)
-    if stats.empty:
+    if np.isnan(dur).any():
+        # A kernel without a duration: the median of the old frame (its NaN
+        # filled with "") failed, and the rule reads "not checked" with that error.
+        pd.Series(np.where(np.isnan(dur), "", dur.astype(object))).groupby(np.zeros(len(dur))).median()
+    spread = _spread_launches(inp.name_codes[rows], grid, block, dur, th)
+    if spread is None:
         return []
-    return [
-        _variance_finding(inp, th, frame, has_grid, (code, g, b), r, (grid_labels[g], block_labels[b]))
-        for (code, g, b), r in stats.head(th.variance_reported).iterrows()
-    ]
+    inv, keys, stats = spread
+    found = []
+    for _, r in stats.head(th.variance_reported).iterrows():
+        gid = int(r["group"])
+        code, g, b = keys[gid]
+        at = np.flatnonzero(inv == gid)
+        launch = (int(code), grid_labels[g], block_labels[b])
+        found.append(_variance_finding(inp, th, (rows[at], dur[at]), has_grid, r, launch))
+    return found
 
 
 def _launch_codes(
@@ -85,40 +85,64 @@ def _kernel_rows(inp: Inputs) -> np.ndarray:
     return rows[~inp.name_flags(rows, lambda name: describe_kernel(name).family == "communication")]
 
 
-def _spread_launches(frame: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
-    """Per (kernel, grid, block) with a max far above its median: ``size, median, max, excess``.
+def _spread_launches(
+    names: np.ndarray, grid: np.ndarray, block: np.ndarray, dur: np.ndarray, th: Thresholds
+) -> tuple[np.ndarray, np.ndarray, pd.DataFrame] | None:
+    """The (kernel, grid, block) launches whose max is far above their median, or None.
 
-    ``excess`` is the time the calls spent above the median, most first.
+    Returns the group of each row (numbered by first appearance, as
+    ``groupby(sort=False)``), each group's (name code, grid code, block code),
+    and per group kept ``group, size, median, max, excess``: ``excess`` is the
+    time the calls spent above the median, most first.
     """
-    g = frame.groupby(["name", "grid", "block"], sort=False)["dur"]
-    stats = g.agg(["size", "median", "max"])
-    stats = stats[
-        (stats["size"] >= th.variance_min_calls)
-        & (stats["max"] >= th.variance_max_over_median * stats["median"])
-        & (stats["max"] - stats["median"] >= th.variance_min_spread_us)
-    ]
-    if stats.empty:
-        return stats
-    over = frame.assign(excess=np.maximum(frame["dur"] - g.transform("median"), 0.0))
-    excess = over.groupby(["name", "grid", "block"], sort=False)["excess"].sum()
-    return stats.assign(excess=excess.reindex(stats.index)).sort_values("excess", ascending=False)
+    # One integer key per row (the codes are a bijection with the labels),
+    # numbered by first appearance: a pandas groupby over three keys cost
+    # milliseconds of fixed work on every trace.
+    ng, nb = int(grid.max()) + 1, int(block.max()) + 1
+    key = ((names.astype(np.int64) + 1) * ng + grid) * nb + block
+    inv, uniq = pd.factorize(key, sort=False)
+    g = len(uniq)
+    keys = np.stack([uniq // (ng * nb) - 1, uniq // nb % ng, uniq % nb], axis=1).tolist()
+    size = np.bincount(inv, minlength=g)
+    # Median and max from one sort by group, then duration; the median of an
+    # even count is the mean of the two middle values, as pandas computes it.
+    order = np.lexsort((dur, inv))
+    ordered = dur[order]
+    first = np.searchsorted(inv[order], np.arange(g), side="left")
+    median = (ordered[first + (size - 1) // 2] + ordered[first + size // 2]) / 2
+    top = ordered[first + size - 1]
+    kept = np.flatnonzero(
+        (size >= th.variance_min_calls)
+        & (top >= th.variance_max_over_median * median)
+        & (top - median >= th.variance_min_spread_us)
+    )
+    if not len(kept):
+        return None
+    # pandas' grouped sum of every row, as before: it sums with compensation,
+    # or with np.add.reduceat where the groups lie in order, so only the same
+    # group numbers over the same rows give the same bits.
+    excess = pd.Series(np.maximum(dur - median[inv], 0.0)).groupby(inv, sort=False).sum()
+    stats = pd.DataFrame(
+        {"group": kept, "size": size[kept], "median": median[kept], "max": top[kept],
+         "excess": excess.reindex(kept).to_numpy()}
+    )  # fmt: skip
+    return inv, keys, stats.sort_values("excess", ascending=False)
 
 
 def _variance_finding(
     inp: Inputs,
     th: Thresholds,
-    frame: pd.DataFrame,
+    members: tuple[np.ndarray, np.ndarray],
     has_grid: bool,
-    key: tuple[Any, ...],
     r: pd.Series,
-    sizes: tuple[str, str],
+    launch: tuple[int, str, str],
 ) -> Finding:
-    """The finding of one (kernel, grid, block) launch whose `_spread_launches` row is ``r`` (``sizes``: its grid and block)."""
-    code, grid_code, block_code = key
-    members = frame[(frame["name"] == code) & (frame["grid"] == grid_code) & (frame["block"] == block_code)]
-    grid, block = sizes
-    name = inp.name_of_code(int(code))
-    slow = members.sort_values("dur", ascending=False)
+    """The finding of one (kernel, grid, block) launch: its ``members`` (rows, durations), its `_spread_launches` row ``r``; ``launch``: name code, grid, block."""
+    code, grid, block = launch
+    rows, durs = members
+    name = inp.name_of_code(code)
+    # The frame's sort_values (the same quicksort, so ties keep the same order).
+    slow = pd.Series(durs).sort_values(ascending=False).index.to_numpy()
     excess_step = float(r["excess"]) / inp.n_steps
     dev_busy = float(inp.summary.get("device_busy_per_step_us") or 0.0)
     share = 100 * excess_step / dev_busy if dev_busy > 0 else 0.0
@@ -146,10 +170,10 @@ def _variance_finding(
             "max_us": float(r["max"]),
             "max_over_median": float(r["max"] / r["median"]) if r["median"] > 0 else float("inf"),
             "excess_per_step_us": excess_step,
-            "slowest_us": slow["dur"].head(5).tolist(),
+            "slowest_us": durs[slow[:5]].tolist(),
         },
         impact_us=excess_step,
-        event_rows=limit_rows(slow["row"].head(50), th.max_event_rows),
+        event_rows=limit_rows(rows[slow[:50]], th.max_event_rows),
         kernels=[name],
     )
 
