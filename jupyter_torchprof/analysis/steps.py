@@ -411,10 +411,7 @@ def _flags(
     ts = events["ts"].to_numpy()
     host = np.flatnonzero(K.kind_mask(events, K.HOST_KINDS))
     host = host[~np.isin(host, ranges.rows)]
-    starts = np.sort(ts[host])
-    started = np.searchsorted(starts, ranges.hi, side="left") - np.searchsorted(
-        starts, ranges.lo, side="left"
-    )
+    started = _starts_inside(ts[host], ranges.lo, ranges.hi)
     idle = (started == 0) & (launched == 0)
     # Only trailing ones: the range torch opens after the last step, cut by
     # stop(). A run whose every step is idle (a cell of pure Python) is a run
@@ -433,8 +430,7 @@ def _flags(
     inside = np.maximum(np.minimum(ranges.hi, rec_hi) - np.maximum(ranges.lo, rec_lo), 0.0)
     outside = (ranges.hi - ranges.lo) - inside
     # (A trace without any op, a cell of pure Python, has nothing to compare with.)
-    op_lanes = np.unique(lanes[K.kind_mask(events, K.CPU_OP)])
-    no_ops = ~np.isin(ranges.lane, op_lanes) & (len(op_lanes) > 0)
+    no_ops = ~_lanes_present(lanes[K.kind_mask(events, K.CPU_OP)], ranges.lane)
     suspicious = no_ops & (outside > inside)
     return {
         "empty": empty,
@@ -442,6 +438,33 @@ def _flags(
         "suspicious": suspicious,
         "counted": ~(empty | truncated | suspicious),
     }
+
+
+def _starts_inside(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many of ``starts`` lie in each ``[lo, hi)`` (NaN in none)."""
+    if len(lo) <= 16:
+        # A few ranges (the usual handful of steps): a comparison pass each
+        # is cheaper than sorting every host event's start.
+        return np.array([np.count_nonzero((starts >= a) & (starts < b)) for a, b in zip(lo, hi, strict=True)])
+    ordered = np.sort(starts)
+    return np.searchsorted(ordered, hi, side="left") - np.searchsorted(ordered, lo, side="left")
+
+
+def _lanes_present(op_lanes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each of ``wanted``, whether it is among ``op_lanes``; all True when ``op_lanes`` is empty."""
+    if not len(op_lanes):
+        return np.ones(len(wanted), dtype=bool)
+    top = int(op_lanes.max())
+    if op_lanes.min() >= 0 and top <= 4 * len(op_lanes):
+        # Lanes are small integers (`event_lanes`): a table of those present
+        # instead of sorting every op's lane.
+        present = np.zeros(top + 1, dtype=bool)
+        present[op_lanes] = True
+        inside = (wanted >= 0) & (wanted <= top)
+        out = np.zeros(len(wanted), dtype=bool)
+        out[inside] = present[wanted[inside]]
+        return out
+    return np.isin(wanted, np.unique(op_lanes))
 
 
 _KIND_COLUMNS = ("kernel_us", "comm_us", "memcpy_us", "memset_us")

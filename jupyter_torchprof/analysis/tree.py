@@ -22,9 +22,23 @@ def lane_keys(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """
     if len(first) == 0:
         return np.array([], dtype=np.int64)
-    a, _ = pd.factorize(np.asarray(first))
-    b, b_uniques = pd.factorize(np.asarray(second))
-    return a.astype(np.int64) * max(len(b_uniques), 1) + b
+    first, second = np.asarray(first), np.asarray(second)
+    # Events come in long runs of one thread: numbering the run heads only
+    # gives the same codes (a value's first appearance always starts a run)
+    # for a fraction of the hashing.
+    head = np.empty(len(first), dtype=bool)
+    head[0] = True
+    np.not_equal(first[1:], first[:-1], out=head[1:])
+    head[1:] |= second[1:] != second[:-1]
+    heads = np.flatnonzero(head)
+    if len(heads) * 4 > len(first):
+        a, _ = pd.factorize(first)
+        b, b_uniques = pd.factorize(second)
+        return a.astype(np.int64) * max(len(b_uniques), 1) + b
+    a, _ = pd.factorize(first[heads])
+    b, b_uniques = pd.factorize(second[heads])
+    lane = a.astype(np.int64) * max(len(b_uniques), 1) + b
+    return np.repeat(lane, np.diff(np.append(heads, len(first))))
 
 
 def nest(

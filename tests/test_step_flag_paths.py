@@ -1,0 +1,59 @@
+"""The faster paths of the call tree's lanes and the step flags equal the plain numpy they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from jupyter_torchprof.analysis import steps
+from jupyter_torchprof.analysis.tree import lane_keys
+
+
+def _plain_lane_keys(first, second):
+    a, _ = pd.factorize(np.asarray(first))
+    b, b_uniques = pd.factorize(np.asarray(second))
+    return a.astype(np.int64) * max(len(b_uniques), 1) + b
+
+
+def test_lane_keys_by_runs_equal_factorizing_every_row():
+    rng = np.random.default_rng(0)
+    for trial in range(400):
+        n = int(rng.integers(1, 300))
+        runs = int(rng.integers(1, n + 1))
+        length = rng.integers(1, 40, runs)
+        first = np.repeat(rng.integers(0, 4, runs), length)[:n]
+        n = len(first)
+        # Runs of the second key that end where the first's do not.
+        second = np.repeat(rng.integers(0, 5, runs), rng.permutation(length) if trial % 2 else length)
+        second = second[:n]
+        if trial % 3 == 0:
+            first = first.astype(float)
+            first[rng.random(len(first)) < 0.1] = np.nan
+        if trial % 5 == 0:
+            second = second.astype(str).astype(object)
+        got = lane_keys(first, second)
+        want = _plain_lane_keys(first, second)
+        assert got.dtype == want.dtype and np.array_equal(got, want), trial
+
+
+def test_starts_inside_equals_sorted_search():
+    rng = np.random.default_rng(1)
+    for k in (0, 1, 5, 16, 17, 60):
+        starts = rng.integers(0, 100, 500).astype(float)
+        starts[rng.random(500) < 0.05] = np.nan
+        lo = np.sort(rng.integers(0, 100, k)).astype(float)
+        hi = lo + rng.integers(0, 30, k)
+        ordered = np.sort(starts)
+        want = np.searchsorted(ordered, hi, side="left") - np.searchsorted(ordered, lo, side="left")
+        assert np.array_equal(steps._starts_inside(starts, lo, hi), want), k
+
+
+def test_lanes_present_equals_isin():
+    rng = np.random.default_rng(2)
+    for trial in range(200):
+        op_lanes = rng.integers(
+            -1 if trial % 4 == 0 else 0, 10 if trial % 3 else 10_000, int(rng.integers(0, 30))
+        )
+        wanted = rng.integers(-2, 12, int(rng.integers(0, 8)))
+        want = np.isin(wanted, np.unique(op_lanes)) | (len(op_lanes) == 0)
+        assert np.array_equal(steps._lanes_present(op_lanes, wanted), want), trial
