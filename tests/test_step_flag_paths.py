@@ -57,3 +57,51 @@ def test_lanes_present_equals_isin():
         wanted = rng.integers(-2, 12, int(rng.integers(0, 8)))
         want = np.isin(wanted, np.unique(op_lanes)) | (len(op_lanes) == 0)
         assert np.array_equal(steps._lanes_present(op_lanes, wanted), want), trial
+
+
+def _plain_union_per_group(group, start, end, groups):
+    out = np.zeros(groups, dtype=np.float64)
+    ok = group >= 0
+    if not ok.any():
+        return out
+    g, s, e = group[ok], start[ok].astype(np.float64), end[ok].astype(np.float64)
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    reach = pd.Series(e).groupby(g).cummax().to_numpy()
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    np.add.at(out, g[first], np.maximum.reduceat(e, first) - s[first])
+    return out
+
+
+def test_union_per_group_equals_lexsort_and_pandas_cummax():
+    rng = np.random.default_rng(4)
+    for trial in range(300):
+        n = int(rng.integers(1, 200))
+        groups = int(rng.integers(1, 6 if trial % 2 else 100))
+        group = rng.integers(-1, groups, n)
+        start = rng.integers(0, 50, n) + rng.random(n).round(1)
+        end = start + rng.integers(0, 10, n)
+        if trial % 7 == 0:
+            end[rng.random(n) < 0.1] = np.nan
+        if trial % 11 == 0:
+            start[rng.random(n) < 0.1] = np.nan
+        want = _plain_union_per_group(group, start, end, groups)
+        got = steps.union_per_group(group, start, end, groups)
+        assert np.array_equal(got, want, equal_nan=True), trial
+
+
+def test_unique_inverse_equals_numpy():
+    from jupyter_torchprof.analysis.tree import unique_inverse
+
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        span = int(rng.integers(1, 200))
+        values = rng.integers(0, span, int(rng.integers(1, 300)))
+        if trial % 3 == 0:
+            values = np.sort(values)
+        got_u, got_i = unique_inverse(values, span)
+        want_u, want_i = np.unique(values, return_inverse=True)
+        assert got_u.dtype == want_u.dtype and got_i.dtype == want_i.dtype, trial
+        assert np.array_equal(got_u, want_u) and np.array_equal(got_i, want_i), trial

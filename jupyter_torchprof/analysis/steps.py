@@ -243,16 +243,31 @@ def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, group
     if not ok.any():
         return out
     g, s, e = group[ok], start[ok].astype(np.float64), end[ok].astype(np.float64)
-    order = np.lexsort((s, g))
+    # np.lexsort((s, g)) as two stable sorts: by start, then by group (the
+    # steps come in time order, so the second sort meets long runs).
+    order = np.argsort(s, kind="stable")
+    order = order[np.argsort(g[order], kind="stable")]
     g, s, e = g[order], s[order], e[order]
-    # Running maximum of the ends inside each group.
-    reach = pd.Series(e).groupby(g).cummax().to_numpy()
+    reach = _group_cummax(g, e)
     new = np.ones(len(s), dtype=bool)
     new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
     first = np.flatnonzero(new)
     block_end = np.maximum.reduceat(e, first)
     np.add.at(out, g[first], block_end - s[first])
     return out
+
+
+def _group_cummax(g: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Running maximum of ``e`` inside each run of equal ``g`` (pandas' grouped ``cummax``)."""
+    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    if len(heads) > 64 or np.isnan(e).any():
+        # Many groups, or NaN (which pandas skips): pandas' grouped pass.
+        return pd.Series(e).groupby(g).cummax().to_numpy()
+    # A maximum is exact, so one accumulate per step gives the same figures.
+    reach = np.empty_like(e)
+    for a, b in zip(heads, np.append(heads[1:], len(e)), strict=True):
+        np.maximum.accumulate(e[a:b], out=reach[a:b])
+    return reach
 
 
 _COLUMNS = [
