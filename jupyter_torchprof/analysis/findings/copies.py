@@ -24,7 +24,7 @@ from ...trace import categories as K
 from .cpu import bias_seed_copies
 from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
-from .vocab import cause_label, parse_copy_name
+from .vocab import cause_labels, parse_copy_name
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,10 @@ class _Copies:
     nbytes: np.ndarray
     dur: np.ndarray
     op: np.ndarray
+    #: The distinct launching ops (sorted), their `Inputs.op_levels` and cause labels.
+    chain_ops: np.ndarray
+    levels: np.ndarray
+    causes: dict[int, str]
 
 
 def find_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
@@ -62,15 +66,23 @@ def find_copies(inp: Inputs, th: Thresholds) -> list[Finding]:
 def _copies_of(inp: Inputs, rows: np.ndarray) -> _Copies:
     """Direction, memory kinds, bytes, time and launching op of the copies at ``rows``."""
     names = inp.names[rows].astype(str)
-    parsed = {n: parse_copy_name(n) for n in set(names.tolist())}
+    # Parsed once per distinct name, then spread by code (not a lookup per copy).
+    _, first, inv = np.unique(inp.name_codes[rows], return_index=True, return_inverse=True)
+    parsed = [parse_copy_name(n) for n in names[first].tolist()]
+    op = inp.column("op")[rows]
+    chain_ops = np.unique(op[op >= 0])
+    levels = inp.op_levels(chain_ops)
     return _Copies(
         rows=rows,
         names=names,
-        direction=np.array([parsed[n][0] for n in names]),
-        pageable=np.array(["pageable" in (parsed[n][1] + parsed[n][2]).lower() for n in names]),
+        direction=np.array([p[0] for p in parsed])[inv],
+        pageable=np.array(["pageable" in (p[1] + p[2]).lower() for p in parsed], dtype=bool)[inv],
         nbytes=np.nan_to_num(inp.events["bytes"].to_numpy()[rows]),
         dur=inp.dur[rows],
-        op=inp.column("op")[rows],
+        op=op,
+        chain_ops=chain_ops,
+        levels=levels,
+        causes=dict(zip(chain_ops.tolist(), cause_labels(inp, levels), strict=True)),
     )
 
 
@@ -81,7 +93,7 @@ def _stats(inp: Inputs, c: _Copies, mask: np.ndarray) -> dict[str, Any]:
     # so ties keep the order a per-copy count gave them).
     causes: Counter[str] = Counter()
     for o, n in Counter(c.op[mask].tolist()).items():
-        causes[cause_label(inp, inp.op_chain(o)) if o >= 0 else "(unlinked)"] += n
+        causes[c.causes[o] if o >= 0 else "(unlinked)"] += n
     return {
         "count": int(mask.sum()),
         "per_step": float(mask.sum()) / per,
@@ -105,7 +117,10 @@ def _finding(
     detail: str,
 ) -> Finding:
     """The finding of the copies in ``mask``, whose `_stats` are ``ev``."""
-    ops = sorted({inp.op_name(r) for o in set(c.op[mask].tolist()) if o >= 0 for r in inp.op_chain(o)})
+    # The ops of the chains above the copies' launching ops.
+    launched = c.op[mask]
+    levels = c.levels[:, np.searchsorted(c.chain_ops, np.unique(launched[launched >= 0]))]
+    ops = sorted(set(inp.name_text(levels[levels >= 0])))
     return Finding(
         rule="copies",
         severity=severity,

@@ -384,6 +384,36 @@ class Inputs:
     def _op_chains(self) -> dict[int, list[int]]:
         return {}
 
+    def op_levels(self, rows: np.ndarray) -> np.ndarray:
+        """The ``cpu_op`` rows of each of ``rows``' `chain`, one line per level (innermost first), -1 elsewhere.
+
+        A (levels, len(rows)) array: column ``i`` read from the last line up,
+        without the -1s, is ``op_chain(rows[i])``. One walk up the tree for
+        all rows, where `op_chain` climbed once per row in Python.
+        """
+        cur = np.asarray(rows, dtype=np.int64)
+        codes, kinds = self._kind_codes
+        # Indexed by code + 1, so code -1 (no kind) has its own entry.
+        is_op = np.array([False] + [k == K.CPU_OP for k in kinds.tolist()])
+        levels = []
+        for _ in range(512):  # the depth guard of `chain`
+            live = cur >= 0
+            if not live.any():
+                break
+            at = np.maximum(cur, 0)
+            levels.append(np.where(live & is_op[codes[at].astype(np.int64) + 1], cur, -1))
+            cur = np.where(live, self.parent[at], -1)
+        return np.array(levels, dtype=np.int64).reshape(len(levels), len(cur))
+
+    def name_text(self, rows: np.ndarray) -> list[str]:
+        """`op_name` of each of ``rows`` (all >= 0): ``str`` of the name, "nan" where missing."""
+        return self._name_text[self.name_codes[rows]].tolist()
+
+    @cached_property
+    def _name_text(self) -> np.ndarray:
+        # Names are strings; code -1 indexes the last entry: str(NaN), as op_name reads a missing name.
+        return np.append(self._name_codes[1], np.array(["nan"], dtype=object))
+
     def annotation_of(self, row: int) -> int:
         """Innermost ``record_function`` range around ``row`` (not a step), or -1."""
         for r in reversed(self.chain(row)):

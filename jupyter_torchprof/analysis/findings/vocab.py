@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from .model import Inputs
 
 #: Kineto's memcpy names: the direction, then on CUDA ``(source -> destination)``
@@ -58,3 +60,54 @@ def cause_label(inp: Inputs, ops: list[int], row: int = -1) -> str:
         if n in TRIGGERS:
             return n if i == 0 else f"{n} in {names[0]}"
     return names[0] if len(names) == 1 else f"{names[0]} › {names[-1]}"
+
+
+def cause_labels(inp: Inputs, levels: np.ndarray) -> list[str]:
+    """`cause_label` of the op chains in ``levels`` (`Inputs.op_levels`: one column per chain, no row).
+
+    Worked out once per distinct (outermost op, outermost trigger, innermost
+    op, more than one op, trigger outermost): thousands of copies name a
+    few causes, and a label per copy cost most of the copy rule.
+    """
+    n = levels.shape[1]
+    if not n:
+        return []
+    top = levels.shape[0] - 1
+    col = np.arange(n)
+    is_op = levels >= 0
+    codes = inp.name_codes[np.maximum(levels, 0)].astype(np.int64)
+    # Whether each name is a trigger, tested once per name present.
+    present = np.unique(codes[is_op])
+    flag = np.array([inp.name_of_code(c) in TRIGGERS for c in present.tolist()] + [False])
+    trig = is_op & flag[np.minimum(np.searchsorted(present, codes), len(present))]
+    count = is_op.sum(axis=0)
+    outer = levels[top - np.argmax(is_op[::-1], axis=0), col]
+    inner = levels[np.argmax(is_op, axis=0), col]
+    trigger = np.where(trig.any(axis=0), levels[top - np.argmax(trig[::-1], axis=0), col], -1)
+    known = count > 0
+    keys = np.stack(
+        [
+            np.where(known, inp.name_codes[np.maximum(outer, 0)], -2),
+            np.where(trigger >= 0, inp.name_codes[np.maximum(trigger, 0)], -2),
+            np.where(known, inp.name_codes[np.maximum(inner, 0)], -2),
+            count > 1,
+            (trigger >= 0) & (trigger == outer),
+        ],
+        axis=1,
+    )
+    uniq, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    labels = [
+        _label_of(inp, int(outer[f]), int(trigger[f]), int(inner[f]), bool(k[3])) if k[0] != -2 else
+        "(no op: a direct call)"
+        for k, f in zip(uniq.tolist(), first.tolist(), strict=True)
+    ]  # fmt: skip
+    return [labels[i] for i in inv.ravel().tolist()]
+
+
+def _label_of(inp: Inputs, outer: int, trigger: int, inner: int, many: bool) -> str:
+    """`cause_label` of a chain from its outermost op, outermost trigger (-1: none) and innermost op."""
+    first = inp.op_name(outer)
+    if trigger >= 0:
+        n = inp.op_name(trigger)
+        return n if trigger == outer else f"{n} in {first}"
+    return f"{first} › {inp.op_name(inner)}" if many else first
