@@ -284,6 +284,8 @@ def step_table(
     links: pd.DataFrame,
     completed: int | None = None,
     owner: np.ndarray | None = None,
+    lanes: np.ndarray | None = None,
+    ranges: StepRanges | None = None,
 ) -> pd.DataFrame:
     """One row per ``ProfilerStep#k`` range, in step order.
 
@@ -326,9 +328,14 @@ def step_table(
         Steps that completed in a partial run (None: all).
     owner
         `device_steps` of the trace, if already computed.
+    lanes, ranges
+        `event_lanes` and `step_ranges` of the trace, if already computed
+        (the caller that asks `device_steps` too finds them once).
     """
-    lanes = event_lanes(events)
-    ranges = step_ranges(events, lanes)
+    if lanes is None:
+        lanes = event_lanes(events)
+    if ranges is None:
+        ranges = step_ranges(events, lanes)
     if not len(ranges.rows):
         return _empty_frame()
     if owner is None:

@@ -463,7 +463,15 @@ class Profile:
         In a partial run the steps after the completed ones are ``truncated``.
         """
         completed = self.capture.steps if self.partial and self.capture is not None else None
-        return steps_mod.step_table(self._data.events, self._links, completed, self._device_steps)
+        events = self._data.events
+        # The thread of every event and the step ranges, found once for the
+        # launching steps and the table (each a pass over every event), and
+        # not kept: on ten million events the lanes alone are 80 MB.
+        lanes = steps_mod.event_lanes(events)
+        ranges = steps_mod.step_ranges(events, lanes)
+        if "_device_steps" not in self.__dict__:
+            self.__dict__["_device_steps"] = steps_mod.device_steps(events, self._links, ranges, lanes)
+        return steps_mod.step_table(events, self._links, completed, self._device_steps, lanes, ranges)
 
     @cached_property
     def streams(self) -> pd.DataFrame:
