@@ -188,26 +188,34 @@ def kernel_table(
         return _empty_kernel_table()
     uniq, inv = _group(events["name"].cat.codes.to_numpy()[rows])
     g = len(uniq)
-    table = _duration_columns(events, rows, uniq, inv)
-    table["devices"] = _join_per_group(inv, events["device"].to_numpy()[rows], g)
-    table["streams"] = _join_per_group(inv, events["stream"].to_numpy()[rows], g)
-    _add_launch_arguments(table, events, rows, inv)
-    _add_bytes(table, events, rows, inv)
-    _add_name_parts(table)
+    # Every column is made as an array into one dict and the frame built
+    # once: some thirty column insertions were a fixed cost on every trace.
+    cols = _duration_columns(events, rows, uniq, inv)
+    cols["devices"] = _join_per_group(inv, events["device"].to_numpy()[rows], g)
+    cols["streams"] = _join_per_group(inv, events["stream"].to_numpy()[rows], g)
+    _add_launch_arguments(cols, events, rows, inv)
+    _add_bytes(cols, events, rows, inv)
+    _add_name_parts(cols)
     if links is not None:
-        _add_launch_delay(table, links["launch_delay_us"].to_numpy()[rows], inv)
+        _add_launch_delay(cols, links["launch_delay_us"].to_numpy()[rows], inv)
     # Launch-argument columns only when the trace recorded any.
-    keep_optional = [c for c in _OPTIONAL_COLUMNS if c in table and _has_value(table[c])]
+    keep_optional = [c for c in _OPTIONAL_COLUMNS if c in cols and _has_value(cols[c])]
     order_cols = [*_KERNEL_COLUMNS, *keep_optional]
-    if "launch_delay_us" in table:
+    if "launch_delay_us" in cols:
         order_cols += ["launch_delay_us", "launch_delay_max_us"]
-    table = table[order_cols]
-    return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    # The order of sort_values("total_us", ascending=False, kind="stable").
+    order = pd.Series(cols["total_us"]).sort_values(ascending=False, kind="stable").index.to_numpy()
+    # Lists of names stay objects (a fixed-width string array would pad each to the longest).
+    return pd.DataFrame({c: np.asarray(cols[c], dtype=_dtype_of(cols[c]))[order] for c in order_cols})
 
 
-def _has_value(col: pd.Series) -> bool:
-    """Whether any cell is neither missing nor "" (``col.replace("", nan).notna().any()``, on the array)."""
-    values = col.to_numpy(dtype=object)
+def _dtype_of(values: list | np.ndarray) -> type | np.dtype:
+    return object if isinstance(values, list) else values.dtype
+
+
+def _has_value(values: np.ndarray) -> bool:
+    """Whether any cell is neither missing nor "" (``col.replace("", nan).notna().any()``)."""
+    values = np.asarray(values, dtype=object)
     return bool((~pd.isna(values) & (values != "")).any())
 
 
@@ -225,7 +233,7 @@ def _empty_kernel_table() -> pd.DataFrame:
 
 def _duration_columns(
     events: pd.DataFrame, rows: np.ndarray, uniq: np.ndarray, inv: np.ndarray
-) -> pd.DataFrame:
+) -> dict[str, np.ndarray]:
     """``name, kind, calls`` and the duration statistics, one row per name code in ``uniq``."""
     g = len(uniq)
     name = events["name"]
@@ -240,32 +248,28 @@ def _duration_columns(
     mid_lo = first + (calls - 1) // 2
     mid_hi = first + calls // 2
     kind_codes = events["kind"].cat.codes.to_numpy()[rows]
-    kinds = np.asarray(K.KINDS, dtype=object)[kind_codes[order[first]]]
-    table = pd.DataFrame(
-        {
-            "name": name.cat.categories.to_numpy(dtype=object)[uniq],
-            "kind": kinds,
-            "calls": calls,
-            "total_us": total,
-            "mean_us": total / calls,
-            "min_us": sorted_dur[first],
-            "median_us": (sorted_dur[mid_lo] + sorted_dur[mid_hi]) / 2,
-            "max_us": sorted_dur[last],
-        }
-    )
     grand = total.sum()
-    table["pct"] = 100 * total / grand if grand > 0 else 0.0
-    return table
+    return {
+        "name": name.cat.categories.to_numpy(dtype=object)[uniq],
+        "kind": np.asarray(K.KINDS, dtype=object)[kind_codes[order[first]]],
+        "calls": calls,
+        "total_us": total,
+        "mean_us": total / calls,
+        "min_us": sorted_dur[first],
+        "median_us": (sorted_dur[mid_lo] + sorted_dur[mid_hi]) / 2,
+        "max_us": sorted_dur[last],
+        "pct": 100 * total / grand if grand > 0 else np.zeros(g),
+    }
 
 
 def _add_launch_arguments(
-    table: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray
+    cols: dict[str, np.ndarray], events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray
 ) -> None:
     """The most common ``grid`` and ``block``, and the mean occupancy figures, per group."""
-    g = len(table)
+    g = len(cols["name"])
     for col in ("grid", "block"):
         cat = events[col]
-        table[col] = _group_mode(inv, cat.cat.codes.to_numpy()[rows], cat.cat.categories, g)
+        cols[col] = _group_mode(inv, cat.cat.codes.to_numpy()[rows], cat.cat.categories, g)
     for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy"):
         if col in events:
             values = events[col].to_numpy()[rows].astype(np.float64)
@@ -274,49 +278,47 @@ def _add_launch_arguments(
                 values = np.where(
                     not_estimated(values, events["shared_memory"].to_numpy()[rows]), np.nan, values
                 )
-            table[col] = _group_mean(inv, values, g)
+            cols[col] = _group_mean(inv, values, g)
 
 
-def _add_bytes(table: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray) -> None:
+def _add_bytes(cols: dict[str, np.ndarray], events: pd.DataFrame, rows: np.ndarray, inv: np.ndarray) -> None:
     """Total ``bytes`` (NaN where none moved) and ``bandwidth_gbps`` over the calls that recorded bytes."""
-    g = len(table)
+    g = len(cols["name"])
     dur = events["dur"].to_numpy()[rows]
     nbytes = events["bytes"].to_numpy()[rows]
     has = ~np.isnan(nbytes)
-    table["bytes"] = np.where(
+    total = np.where(
         np.bincount(inv[has], minlength=g) > 0,
         np.bincount(inv[has], weights=nbytes[has], minlength=g),
         np.nan,
     )
     byte_time = np.bincount(inv[has], weights=dur[has], minlength=g)
     with np.errstate(invalid="ignore", divide="ignore"):
-        table["bandwidth_gbps"] = np.where(
-            (table["bytes"] > 0) & (byte_time > 0), table["bytes"] / (byte_time * 1e3), np.nan
-        )
-    table.loc[~(table["bytes"] > 0), "bytes"] = np.nan
+        cols["bandwidth_gbps"] = np.where((total > 0) & (byte_time > 0), total / (byte_time * 1e3), np.nan)
+    cols["bytes"] = np.where(total > 0, total, np.nan)
 
 
-def _add_name_parts(table: pd.DataFrame) -> None:
+def _add_name_parts(cols: dict[str, np.ndarray]) -> None:
     """What each kernel's name tells (`names.describe_kernel`): short name, family, op, precision ..."""
-    described = [describe_kernel(n) for n in table["name"]]
-    table["short_name"] = [d.short for d in described]
-    table["family"] = [d.family for d in described]
-    table["fused_ops"] = [", ".join(d.fused_ops) for d in described]
-    table["op"] = [d.op for d in described]
-    table["precision"] = [d.precision for d in described]
-    table["tile"] = [d.tile for d in described]
-    table["layout"] = [d.layout for d in described]
-    table["tensor_cores"] = [d.tensor_cores for d in described]
+    described = [describe_kernel(n) for n in cols["name"].tolist()]
+    cols["short_name"] = [d.short for d in described]
+    cols["family"] = [d.family for d in described]
+    cols["fused_ops"] = [", ".join(d.fused_ops) for d in described]
+    cols["op"] = [d.op for d in described]
+    cols["precision"] = [d.precision for d in described]
+    cols["tile"] = [d.tile for d in described]
+    cols["layout"] = [d.layout for d in described]
+    cols["tensor_cores"] = [d.tensor_cores for d in described]
 
 
-def _add_launch_delay(table: pd.DataFrame, delay: np.ndarray, inv: np.ndarray) -> None:
+def _add_launch_delay(cols: dict[str, np.ndarray], delay: np.ndarray, inv: np.ndarray) -> None:
     """Mean and max launch delay per group (NaN where no call was linked to its launch)."""
-    g = len(table)
-    table["launch_delay_us"] = _group_mean(inv, delay, g)
+    g = len(cols["name"])
+    cols["launch_delay_us"] = _group_mean(inv, delay, g)
     ok = ~np.isnan(delay)
     mx = np.full(g, -np.inf)
     np.maximum.at(mx, inv[ok], delay[ok])
-    table["launch_delay_max_us"] = np.where(np.isfinite(mx), mx, np.nan)
+    cols["launch_delay_max_us"] = np.where(np.isfinite(mx), mx, np.nan)
 
 
 def stream_table(
