@@ -105,3 +105,20 @@ def test_unique_inverse_equals_numpy():
         want_u, want_i = np.unique(values, return_inverse=True)
         assert got_u.dtype == want_u.dtype and got_i.dtype == want_i.dtype, trial
         assert np.array_equal(got_u, want_u) and np.array_equal(got_i, want_i), trial
+
+
+def test_ancestor_of_equals_nearest_ancestor():
+    from jupyter_torchprof.analysis.tree import ancestor_of, nearest_ancestor
+
+    rng = np.random.default_rng(6)
+    for trial in range(300):
+        n = int(rng.integers(1, 200))
+        # A random forest: each node's parent comes before it (or none).
+        parent = np.array([int(rng.integers(-1, i)) if i and rng.random() < 0.9 else -1 for i in range(n)])
+        depth = np.zeros(n, dtype=np.int32)
+        for i in range(n):
+            depth[i] = depth[parent[i]] + 1 if parent[i] >= 0 else 0
+        wanted = rng.random(n) < (0.1 if trial % 2 else 0.6)
+        nodes = rng.integers(0, n, int(rng.integers(0, 50)))
+        want = nearest_ancestor(parent, depth, wanted)[nodes]
+        assert np.array_equal(ancestor_of(parent, wanted, nodes), want), trial

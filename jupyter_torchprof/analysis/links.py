@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import categories as K
-from .tree import lane_keys, nearest_ancestor, nest
+from .tree import ancestor_of, lane_keys, nest
 
 
 def first_match(
@@ -94,10 +94,10 @@ def link_device_events(
         how[(launch >= 0) & ~before] = 2
 
     is_op = K.kind_mask(events, (K.CPU_OP, K.USER_ANNOTATION))
-    op_of_host = nearest_ancestor(parent, depth, is_op)
     op = np.full(n, -1, dtype=np.int64)
     has_launch = launch >= 0
-    op[has_launch] = op_of_host[launch[has_launch]]
+    # The op above each launch only (not every event's: a walk of the tree).
+    op[has_launch] = ancestor_of(parent, is_op, launch[has_launch])
 
     # Fallback: External id shared with exactly one CPU op.
     ext = events["external_id"].to_numpy()

@@ -352,6 +352,25 @@ def nearest_ancestor(parent: np.ndarray, depth: np.ndarray, wanted: np.ndarray) 
     return result
 
 
+def ancestor_of(parent: np.ndarray, wanted: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """`nearest_ancestor` of ``nodes`` only: for each, the closest proper ancestor where ``wanted``, or -1.
+
+    Walks up from those nodes, one step for all of them at a time, dropping
+    each once found: a few steps (a launch's op is its parent) over the
+    nodes asked, where the whole tree's walk visits every event.
+    """
+    out = np.full(len(nodes), -1, dtype=np.int64)
+    at = np.arange(len(nodes))
+    up = parent[nodes]
+    while len(at):
+        up_ok = up >= 0
+        at, up = at[up_ok], up[up_ok]
+        hit = wanted[up]
+        out[at[hit]] = up[hit]
+        at, up = at[~hit], parent[up[~hit]]
+    return out
+
+
 def subtree_sums(parent: np.ndarray, depth: np.ndarray, own: np.ndarray) -> np.ndarray:
     """Each node's own value plus that of all its descendants."""
     total = own.astype(np.float64, copy=True)
@@ -457,5 +476,5 @@ def folded_into(
         return out
     folded = np.zeros(n, dtype=bool)
     folded[rows] = True
-    out[rows] = nearest_ancestor(parent, depth, ~folded)[rows]
+    out[rows] = ancestor_of(parent, ~folded, rows)
     return out
