@@ -220,21 +220,17 @@ def add_kernel_rates(
     """
     if keep_rows is not None and len(shares):
         shares = shares[np.isin(shares["row"].to_numpy(), keep_rows)]
-    names = _names_at(events["name"], shares["row"].to_numpy(np.int64))
-    by = pd.DataFrame(
-        {"name": names, "f": shares["est_flops"].to_numpy(), "b": shares["est_bytes"].to_numpy(),
-         "p": shares["op_precision"].to_numpy()}
-    ).groupby("name").agg(f=("f", "sum"), b=("b", "sum"), p=("p", "first"))  # fmt: skip
-    key = table["name"].astype(object)
-    table["est_flops"] = key.map(by["f"]).fillna(0.0).to_numpy(np.float64)
-    table["est_bytes"] = key.map(by["b"]).fillna(0.0).to_numpy(np.float64)
+    f, b, p = _sums_by_name(events["name"], shares)
+    key = table["name"].astype(object).tolist()
+    table["est_flops"] = np.array([f.get(n, 0.0) for n in key], dtype=np.float64)
+    table["est_bytes"] = np.array([b.get(n, 0.0) for n in key], dtype=np.float64)
     seconds = table["total_us"].to_numpy(np.float64) * 1e-6
     rate = _rate(table["est_flops"].to_numpy(), seconds)
     table["est_flops_per_s"] = rate
     table["est_gbps"] = _rate(table["est_bytes"].to_numpy(), seconds) / 1e9
     table["intensity"] = _rate(table["est_flops"].to_numpy(), table["est_bytes"].to_numpy())
     from_name = [precision_of_kernel(p) for p in table.get("precision", pd.Series([""] * len(table)))]
-    from_op = key.map(by["p"]).fillna("").to_numpy(object)
+    from_op = np.array([p.get(n, "") for n in key], dtype=object)
     prec = np.array([a or b for a, b in zip(from_name, from_op, strict=True)], dtype=object)
     source = [FROM_KERNEL if a else FROM_OP for a in from_name]
     table["peak_precision"] = [
@@ -243,12 +239,48 @@ def add_kernel_rates(
     table["peak_pct"] = _pct_of_peak(rate, prec, peaks)
 
 
-def _names_at(names: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """The names of ``rows`` as objects (NaN where missing), by categorical code when it is one."""
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        return names.astype(object).to_numpy()[rows]
-    labels = np.append(names.cat.categories.to_numpy(dtype=object), np.array([np.nan], dtype=object))
-    return labels[names.cat.codes.to_numpy()[rows]]
+def _sums_by_name(
+    names: pd.Series, shares: pd.DataFrame
+) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+    """Per kernel name: summed ``est_flops``, summed ``est_bytes``, first non-missing ``op_precision``.
+
+    What ``groupby("name").agg(sum, sum, first)`` gave, without a string
+    index: the groups are numbered as its factorize numbered them (names in
+    sorted order, a missing name dropped), and pandas sums over those
+    numbers (compensated, or reduceat where they lie in order: the same bits).
+    """
+    rows = shares["row"].to_numpy(np.int64)
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()[rows].astype(np.int64)
+        present = np.unique(codes[codes >= 0])
+        labels = names.cat.categories.to_numpy(dtype=object)[present]
+        by_label = np.argsort(labels, kind="stable")
+        rank = np.full(len(names.cat.categories) + 1, -1, dtype=np.int64)
+        rank[present[by_label]] = np.arange(len(present))
+        ids, uniq = rank[codes], labels[by_label]
+    else:
+        ids, uniq = pd.factorize(names.to_numpy(dtype=object)[rows], sort=True)
+    # A missing name is no group (groupby drops it).
+    key = np.where(ids >= 0, ids, np.nan) if (ids < 0).any() else ids
+    # One Series each, as the old agg summed each column.
+    f = pd.Series(shares["est_flops"].to_numpy()).groupby(key).sum()
+    b = pd.Series(shares["est_bytes"].to_numpy()).groupby(key).sum()
+    prec = shares["op_precision"].to_numpy(dtype=object)
+    ok = np.flatnonzero((ids >= 0) & ~pd.isna(prec))
+    first = np.full(len(uniq), len(ids), dtype=np.int64)
+    np.minimum.at(first, ids[ok], ok)
+    groups = f.index.to_numpy().astype(np.int64)
+    names_of = uniq[groups].tolist()
+    has_first = first[groups] < len(ids)
+    return (
+        dict(zip(names_of, f.tolist(), strict=True)),
+        dict(zip(names_of, b.tolist(), strict=True)),
+        {
+            n: prec[first[g]]
+            for n, g, h in zip(names_of, groups.tolist(), has_first.tolist(), strict=True)
+            if h
+        },
+    )
 
 
 def peak_note(device_name: str) -> str:
