@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import categories as K
+from ..tree import unique_inverse
 from .base import NoteContext
 
 #: Bytes per element of the dtypes ``record_shapes`` writes (``Input type``).
@@ -172,7 +173,9 @@ def verdicts(ctx: NoteContext, rows: np.ndarray, ok: np.ndarray) -> list[tuple[s
     if not len(rows):
         return []
     codes, categories = name_codes(ctx)
-    groups, inverse = np.unique(codes[rows], return_inverse=True)
+    # Codes shifted past -1 (no name) numbered without a sort (`tree.unique_inverse`).
+    shifted, inverse = unique_inverse(codes[rows].astype(np.int64) + 1, len(categories) + 1)
+    groups = shifted - 1
     calls = np.bincount(inverse, minlength=len(groups))
     good = np.bincount(inverse[ok], minlength=len(groups))
     first_ok = np.full(len(groups), np.iinfo(np.int64).max)
