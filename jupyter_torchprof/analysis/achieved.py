@@ -151,8 +151,12 @@ def _math_kernels(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     names = events["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):
         cats = names.cat.categories.to_numpy(object)
-        is_math = np.array([C.name_family(str(c)) in MATH_FAMILIES for c in cats] + [False])
-        return is_math[names.cat.codes.to_numpy()[rows]]
+        codes = names.cat.codes.to_numpy()[rows].astype(np.int64)
+        # Only the names of these rows (kernels), not every op name of the trace.
+        present = np.unique(codes[codes >= 0])
+        is_math = np.zeros(len(cats) + 1, dtype=bool)
+        is_math[present] = [C.name_family(str(c)) in MATH_FAMILIES for c in cats[present].tolist()]
+        return is_math[codes]
     return np.array([C.name_family(str(n)) in MATH_FAMILIES for n in names.to_numpy()[rows]], dtype=bool)
 
 

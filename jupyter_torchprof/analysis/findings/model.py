@@ -180,15 +180,19 @@ class Inputs:
 
     def rows_named(self, wanted: Iterable[str], rows: np.ndarray | None = None) -> np.ndarray:
         """Rows (of ``rows``, default all) whose name is one of ``wanted``."""
-        cats = self._name_codes[1]
-        wanted_set = set(wanted)
         # A lookup per code (one more entry, False, for code -1): indexing it
-        # is one pass, where np.isin sorted the rows' codes.
-        hit = np.zeros(len(cats) + 1, dtype=bool)
-        hit[:-1] = np.fromiter((c in wanted_set for c in cats), dtype=bool, count=len(cats))
+        # is one pass, where np.isin sorted the rows' codes. Marked from the
+        # wanted names' codes, not by testing every name of the trace.
+        code_of = self._code_of_name
+        hit = np.zeros(len(self._name_codes[1]) + 1, dtype=bool)
+        hit[[code_of[n] for n in set(wanted) if n in code_of]] = True
         if rows is None:
             return np.flatnonzero(hit[self.name_codes])
         return rows[hit[self.name_codes[rows]]]
+
+    @cached_property
+    def _code_of_name(self) -> dict[Any, int]:
+        return {name: code for code, name in enumerate(self._name_codes[1].tolist())}
 
     def codes_in(self, rows: np.ndarray) -> np.ndarray:
         """The distinct name codes among ``rows``, sorted, -1 (no name) first when present.

@@ -34,13 +34,29 @@ TF32 = re.compile(r"tf32|tensorop_s\d{3,5}|_s1688|_s16816", re.IGNORECASE)
 ROCM_FP32 = re.compile(r"^Cijk_A\w*?_B\w*?_S[SB]?_.*_MI\d+x\d+", re.IGNORECASE)
 
 
+#: Words (lower case) one of which each pattern's every match holds: an ASCII
+#: name with none of them cannot match, and the search (about 17 µs per
+#: kernel name of hundreds of characters for `FP32_SIMT`) is skipped.
+#: Other names are always searched: IGNORECASE also folds non-ASCII letters.
+_TF32_WORDS = ("tf32", "tensorop_s", "_s1688", "_s16816")
+_FP32_SIMT_WORDS = (
+    "sgemm", "scudnn", "dgrad", "wgrad", "winograd", "implicit_convolve_s", "explicit_convolve_s", "xmma",
+)  # fmt: skip
+
+
 def classify(name: str) -> str | None:
     """``"tf32"``, ``"fp32"`` (SIMT or ROCm float32 GEMM) or None."""
-    if TF32.search(name):
+    low = name.lower() if name.isascii() else None
+    if _may_match(low, _TF32_WORDS) and TF32.search(name):
         return "tf32"
-    if FP32_SIMT.search(name) or ROCM_FP32.search(name):
+    if (_may_match(low, _FP32_SIMT_WORDS) and FP32_SIMT.search(name)) or ROCM_FP32.search(name):
         return "fp32"
     return None
+
+
+def _may_match(low: str | None, words: tuple[str, ...]) -> bool:
+    """Whether a name (lower-cased ASCII, or None for any other) may match a pattern needing one of ``words``."""
+    return low is None or any(w in low for w in words)
 
 
 def _vendor(props: dict[str, Any], name: str) -> str:
@@ -138,7 +154,7 @@ def _select(inp: Inputs, th: Thresholds, sel: pd.DataFrame, share: float) -> _Se
         share=share,
         time_step=time_step,
         names=names,
-        rows=_rows_of(inp, names, th.max_event_rows),
+        rows=limit_rows(launched, th.max_event_rows),
         evidence=evidence,
         props=props,
         device=device,
@@ -205,7 +221,3 @@ def _without_tensor_cores(inp: Inputs, th: Thresholds, g: _Selection) -> Finding
         event_rows=g.rows,
         kernels=g.names,
     )
-
-
-def _rows_of(inp: Inputs, names: list[str], limit: int) -> list[int]:
-    return limit_rows(inp.rows_named(names, inp.activity_rows), limit)
