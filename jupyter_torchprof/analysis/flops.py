@@ -534,36 +534,32 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     inputs' element type, "" where none), aligned with ``events``.
     """
     n = len(events)
-    out = pd.DataFrame(
-        {
-            "est_flops": np.zeros(n),
-            "est_bytes": np.zeros(n),
-            "est_dtype": _strings_at(np.array([""]), np.zeros(n)),
-        },
-        index=events.index,
+    flops, moved = np.zeros(n), np.zeros(n)
+    labels, at = np.array([""], dtype=object), np.zeros(n, dtype=np.int64)
+    rows = _candidates(events) if n and "input_dims" in events else np.array([], dtype=np.int64)
+    if len(rows):
+        flops[rows], moved[rows], dtype = _estimates_of_calls(events, rows)
+        # The names' test runs on the categories, not on a string per event.
+        deferring = np.asarray(events["name"].isin(list(_DEFERRING)), dtype=bool)
+        keep = _keep_outermost(deferring, flops, np.asarray(parent))
+        flops, moved = np.where(keep, flops, 0.0), np.where(keep, moved, 0.0)
+        # Element types by code: a few distinct ones over every event ("" first).
+        codes, uniq = pd.factorize(np.concatenate([[""], np.where(keep[rows], dtype, "")]).astype(object))
+        labels = np.asarray(uniq, dtype=object)
+        at[rows] = codes[1:]
+    # One frame made at the end (a frame of defaults, then three column
+    # replacements, was a fixed cost on every trace).
+    return pd.DataFrame(
+        {"est_flops": flops, "est_bytes": moved, "est_dtype": _strings_at(labels, at)}, index=events.index
     )
-    if n == 0 or "input_dims" not in events:
-        return out
-    names = events["name"]
-    candidate = np.array(names.isin(list(EST_OPS)), dtype=bool)
+
+
+def _candidates(events: pd.DataFrame) -> np.ndarray:
+    """The ``cpu_op`` events named in `EST_OPS`."""
+    candidate = np.array(events["name"].isin(list(EST_OPS)), dtype=bool)
     if "kind" in events:
         candidate &= kind_mask(events, (CPU_OP,))
-    rows = np.flatnonzero(candidate)
-    if not len(rows):
-        return out
-    flops = np.zeros(n)
-    moved = np.zeros(n)
-    flops[rows], moved[rows], dtype = _estimates_of_calls(events, rows)
-    # The names' test runs on the categories, not on a string per event.
-    keep = _keep_outermost(np.asarray(names.isin(list(_DEFERRING)), dtype=bool), flops, np.asarray(parent))
-    out["est_flops"] = np.where(keep, flops, 0.0)
-    out["est_bytes"] = np.where(keep, moved, 0.0)
-    # Element types by code: a few distinct ones over every event ("" first).
-    codes, labels = pd.factorize(np.concatenate([[""], np.where(keep[rows], dtype, "")]).astype(object))
-    at = np.zeros(n, dtype=np.int64)
-    at[rows] = codes[1:]
-    out["est_dtype"] = _strings_at(np.asarray(labels, dtype=object), at)
-    return out
+    return np.flatnonzero(candidate)
 
 
 def _strings_at(labels: np.ndarray, codes: np.ndarray) -> Any:
