@@ -122,3 +122,39 @@ def test_ancestor_of_equals_nearest_ancestor():
         nodes = rng.integers(0, n, int(rng.integers(0, 50)))
         want = nearest_ancestor(parent, depth, wanted)[nodes]
         assert np.array_equal(ancestor_of(parent, wanted, nodes), want), trial
+
+
+def test_outermost_intervals_merge_to_the_same_blocks():
+    from jupyter_torchprof.analysis.kernels import merge_intervals
+
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n = int(rng.integers(1, 120))
+        start = rng.integers(0, 60, n).astype(float)
+        end = start + rng.integers(0, 15, n)
+        if trial % 5 == 0:
+            start[rng.random(n) < 0.1] = np.nan
+        # A parent before each row (a forest), enclosing it or not; some rows not members.
+        up = np.array([int(rng.integers(-1, i)) if i else -1 for i in range(n)])
+        member = rng.random(n) < 0.8
+        rows = np.flatnonzero(member)
+        kept = steps._outermost(rows, member, up[rows], start, end)
+        want = merge_intervals(start[rows], end[rows])
+        got = merge_intervals(start[kept], end[kept])
+        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, want, strict=True)), trial
+
+
+def test_step_table_with_the_call_tree_equals_without():
+    from pathlib import Path
+
+    import jupyter_torchprof
+
+    folder = Path(__file__).parent / "data" / "kineto"
+    counted = 0
+    for name in ("v100_ddp_ns_timestamps", "gp100_sgd_step_user_annotation", "a100_nccl_rank0"):
+        p = jupyter_torchprof.load(str(folder / f"{name}.pt.trace.json.gz"))
+        events, links = p._data.events, p._links
+        with_tree = steps.step_table(events, links, parent=p._tree["parent"].to_numpy())
+        pd.testing.assert_frame_equal(with_tree, steps.step_table(events, links), check_exact=True)
+        counted += len(with_tree)
+    assert counted

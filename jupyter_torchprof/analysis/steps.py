@@ -286,6 +286,7 @@ def step_table(
     owner: np.ndarray | None = None,
     lanes: np.ndarray | None = None,
     ranges: StepRanges | None = None,
+    parent: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row per ``ProfilerStep#k`` range, in step order.
 
@@ -326,11 +327,9 @@ def step_table(
         `links.link_device_events` of ``events``.
     completed
         Steps that completed in a partial run (None: all).
-    owner
-        `device_steps` of the trace, if already computed.
-    lanes, ranges
-        `event_lanes` and `step_ranges` of the trace, if already computed
-        (the caller that asks `device_steps` too finds them once).
+    owner, lanes, ranges, parent
+        `device_steps`, `event_lanes`, `step_ranges` and the host tree's
+        parents, where known (host time then skips events inside their parent).
     """
     if lanes is None:
         lanes = event_lanes(events)
@@ -343,7 +342,7 @@ def step_table(
     lo, hi = ranges.lo, ranges.hi
     act = activity_rows(events)
     launched = _launched_figures(events, act, owner, len(lo))
-    cpu_busy, busy_window, host_comm = _window_figures(events, act, lo, hi)
+    cpu_busy, busy_window, host_comm = _window_figures(events, act, lo, hi, parent)
     flags = _flags(events, lanes, ranges, launched["device_activities"], completed)
     table = pd.DataFrame(
         {
@@ -405,12 +404,15 @@ def _empty_frame() -> pd.DataFrame:
 
 
 def _window_figures(
-    events: pd.DataFrame, act: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    events: pd.DataFrame, act: np.ndarray, lo: np.ndarray, hi: np.ndarray, parent: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Host busy, device busy and host collective time inside each range (overlaps once)."""
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
-    host = np.flatnonzero(K.kind_mask(events, (K.CPU_OP, K.RUNTIME)))
+    is_host = K.kind_mask(events, (K.CPU_OP, K.RUNTIME))
+    host = np.flatnonzero(is_host)
+    if parent is not None:
+        host = _outermost(host, is_host, parent[host], ts, ts + dur)
     coll = collective_rows(events)
     sets = [(ts[r], ts[r] + dur[r]) for r in (host, act, coll)]
     disjoint = np.all(np.diff(lo) >= 0) and np.all(lo[1:] >= hi[:-1])
@@ -423,6 +425,21 @@ def _window_figures(
             vals = np.array([union_length(*clip_intervals(s, e, a, b)) for a, b in zip(lo, hi, strict=True)])
         out.append(vals)
     return out[0], out[1], out[2]
+
+
+def _outermost(
+    rows: np.ndarray, is_member: np.ndarray, up: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """``rows`` less those lying inside their parent ``up`` where the parent is a member too.
+
+    An interval inside another of the set changes neither the union's blocks
+    nor their bounds (both come from the enclosing one), so the merge of
+    the rest gives the same figures; most ops sit inside their parent op.
+    """
+    has = up >= 0
+    p = np.where(has, up, 0)
+    inside = has & is_member[p] & (start[rows] >= start[p]) & (end[rows] <= end[p])
+    return rows[~inside]
 
 
 def _flags(

@@ -471,7 +471,9 @@ class Profile:
         ranges = steps_mod.step_ranges(events, lanes)
         if "_device_steps" not in self.__dict__:
             self.__dict__["_device_steps"] = steps_mod.device_steps(events, self._links, ranges, lanes)
-        return steps_mod.step_table(events, self._links, completed, self._device_steps, lanes, ranges)
+        return steps_mod.step_table(
+            events, self._links, completed, self._device_steps, lanes, ranges, self._tree["parent"].to_numpy()
+        )
 
     @cached_property
     def streams(self) -> pd.DataFrame:
