@@ -158,3 +158,19 @@ def test_step_table_with_the_call_tree_equals_without():
         pd.testing.assert_frame_equal(with_tree, steps.step_table(events, links), check_exact=True)
         counted += len(with_tree)
     assert counted
+
+
+def test_count_before_equals_searchsorted():
+    from jupyter_torchprof.analysis.memory import count_before
+
+    rng = np.random.default_rng(8)
+    for trial in range(12):
+        ordered = np.sort(rng.integers(0, 3000, 5000 + trial).astype(float))
+        wanted = rng.integers(-5, 3005, 20_000).astype(float)
+        if trial % 3 == 0:
+            wanted[rng.random(len(wanted)) < 0.01] = np.nan
+        if trial % 4 == 0:
+            ordered[-3:] = np.nan
+        for side in ("left", "right"):
+            want = np.searchsorted(ordered, wanted, side=side)
+            assert np.array_equal(count_before(ordered, wanted, side), want), (trial, side)
