@@ -103,21 +103,27 @@ def find_precision(inp: Inputs, th: Thresholds) -> list[Finding]:
     """float32 GEMM/conv kernels that tensor cores could run faster."""
     if not inp.device_traced or inp.kernels.empty:
         return []
+    # The columns read, as arrays: filtering the kernel table (thirty
+    # columns, most of them strings) per math type was most of the rule's time.
     k = inp.kernels
-    k = k[k["kind"] == "kernel"]
+    is_kernel = k["kind"].to_numpy(dtype=object) == "kernel"
+    names = k["name"].to_numpy(dtype=object)[is_kernel]
+    times = k["total_us"].to_numpy(np.float64)[is_kernel]
+    devices = k["devices"].to_numpy(dtype=object)[is_kernel]
     total = float(inp.kernels["total_us"].sum())
-    if k.empty or total <= 0:
+    if not len(names) or total <= 0:
         return []
-    kinds = np.array([classify(str(n)) for n in k["name"]], dtype=object)
+    kinds = np.array([classify(str(n)) for n in names], dtype=object)
     out: list[Finding] = []
     for kind in ("fp32", "tf32"):
-        sel = k[kinds == kind]
-        if sel.empty:
+        m = kinds == kind
+        if not m.any():
             continue
-        share = 100 * float(sel["total_us"].sum()) / total
+        # A Series' sum, as the table's column summed.
+        share = 100 * float(pd.Series(times[m]).sum()) / total
         if share < th.precision_min_share_pct:
             continue
-        g = _select(inp, th, sel, share)
+        g = _select(inp, th, (names[m], times[m], devices[m]), share)
         if not g.props or (g.vendor == "nvidia" and g.major is None):
             out.append(_not_checked(g))
         elif kind == "tf32":
@@ -127,14 +133,17 @@ def find_precision(inp: Inputs, th: Thresholds) -> list[Finding]:
     return out
 
 
-def _select(inp: Inputs, th: Thresholds, sel: pd.DataFrame, share: float) -> _Selection:
-    """The evidence of the kernel-table rows ``sel`` (``share`` % of device time)."""
-    device = int(str(sel["devices"].iloc[0]).split(",")[0]) if str(sel["devices"].iloc[0]) else 0
+def _select(
+    inp: Inputs, th: Thresholds, sel: tuple[np.ndarray, np.ndarray, np.ndarray], share: float
+) -> _Selection:
+    """The evidence of the kernel-table rows ``sel`` (name, total_us, devices; ``share`` % of device time)."""
+    sel_names, sel_times, sel_devices = sel
+    device = int(str(sel_devices[0]).split(",")[0]) if str(sel_devices[0]) else 0
     props = inp.props_of(device)
-    vendor = _vendor(props, str(sel["name"].iloc[0]))
+    vendor = _vendor(props, str(sel_names[0]))
     major = props.get("computeMajor")
     major = int(major) if isinstance(major, (int, float)) else None
-    names = sel["name"].astype(str).tolist()
+    names = sel_names.tolist()
     # Per step: the calls the counted steps launched (the kernel table
     # also holds work launched outside them).
     launched = inp.rows_named(names, inp.activity_rows)
@@ -142,10 +151,7 @@ def _select(inp: Inputs, th: Thresholds, sel: pd.DataFrame, share: float) -> _Se
     evidence = {
         "share_pct": share,
         "time_per_step_us": time_step,
-        # Columns zipped, not itertuples: that builds a namedtuple class per call.
-        "kernels": {
-            str(n): float(t) for n, t in zip(sel["name"].head(10), sel["total_us"].head(10), strict=True)
-        },
+        "kernels": {str(n): float(t) for n, t in zip(sel_names[:10], sel_times[:10], strict=True)},
         "device": device,
         "device_name": props.get("name"),
         "compute_major": major,
