@@ -152,12 +152,13 @@ def _memory_costs(
     return out
 
 
-def _fold_self_costs(costs: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Self costs with each folded event's share moved to the ancestor that absorbs it.
+def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Self costs at ``rows`` (events not folded) with each folded event's share moved to the ancestor that absorbs it.
 
     Totals need no change: the absorbing ancestor encloses the folded event,
     so its total already holds it (the folded row is simply not counted).
-    Returns the columns as arrays (``folded_into`` left out).
+    Returns the columns at ``rows`` as arrays (``folded_into`` left out):
+    only the counted rows are gathered, no copy of every event's column.
     """
     into = costs["folded_into"].to_numpy()
     folded = np.flatnonzero(into >= 0)
@@ -166,11 +167,12 @@ def _fold_self_costs(costs: pd.DataFrame) -> dict[str, np.ndarray]:
         if col == "folded_into":
             continue
         values = costs[col].to_numpy()
+        picked = values[rows]
         if col.startswith("self_") and len(folded):
-            values = values.astype(np.float64, copy=True)
-            values += np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
-            values[folded] = 0.0
-        out[col] = values
+            # The float64 sum each row held before, as when the whole column was folded.
+            moved = np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
+            picked = picked.astype(np.float64, copy=False) + moved[rows]
+        out[col] = picked
     return out
 
 
@@ -215,9 +217,9 @@ def op_table(
     if group_by not in GROUPINGS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
     kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
-    folded_costs = _fold_self_costs(costs)
     # The counted rows: ops not folded into a same-name parent.
     rows = np.flatnonzero(K.kind_mask(events, kinds) & (costs["folded_into"].to_numpy() < 0))
+    folded_costs = _fold_self_costs(costs, rows)
     keys, labels = _key_codes(events, rows, group_by, group_values)
     values = _counted_values(events, folded_costs, rows, flops)
     # The table is built as arrays and made a frame once: on a small trace,
@@ -256,17 +258,20 @@ def _key_codes(
 def _counted_values(
     events: pd.DataFrame, costs: dict[str, np.ndarray], rows: np.ndarray, flops: bool
 ) -> dict[str, np.ndarray]:
-    """The columns the table sums, at ``rows``, in the table's order (``dur`` is the total CPU time)."""
+    """The columns the table sums, at ``rows``, in the table's order (``dur`` is the total CPU time).
+
+    ``costs``: the cost columns at ``rows`` already (`_fold_self_costs`).
+    """
     # Only the summed columns are gathered, as arrays: selecting rows of the
     # frames (thirty columns, most of them device-only) costs more than the
     # aggregation.
     out = {"cpu_total_us": events["dur"].to_numpy()[rows]}
     for col in ("self_cpu_us", "self_device_us", "device_total_us"):
-        out[col] = costs[col][rows]
+        out[col] = costs[col]
     for col, values in costs.items():
         # memory columns, and our FLOP estimates (`flops.own_estimates`) when the caller adds them
         if col.endswith("_bytes") or col.startswith("est_"):
-            out[col] = values[rows]
+            out[col] = values
     if flops:
         wanted = ["name", "kind", *(c for c in FLOPS_COLUMNS if c in events and c not in ("name", "kind"))]
         out["flops"] = estimate_flops(events[wanted].iloc[rows])
