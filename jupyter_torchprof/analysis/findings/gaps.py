@@ -170,14 +170,28 @@ def _gaps(inp: Inputs, rows: np.ndarray, min_size: float = -np.inf) -> dict[str,
 
 
 def _largest_gap(inp: Inputs, rows: np.ndarray) -> float:
-    """The largest idle stretch of ``rows``' lane in any step (0 when it never idles)."""
-    size = _gaps(inp, rows)
-    return float(size["end"][0] - size["start"][0]) if len(size["start"]) else 0.0
+    """The largest idle stretch of ``rows``' lane in any step (0 when it never idles).
+
+    The first of `_gaps`' order (largest first; a NaN size is no gap there),
+    without making and sorting every gap of the lane.
+    """
+    rows = rows[np.argsort(inp.ts[rows], kind="stable")]
+    s, e = inp.ts[rows], inp.end[rows]
+    reach = float((e - s).max(initial=0.0))
+    sizes = []
+    for lo, hi in inp.windows:
+        first, last = int(np.searchsorted(s, lo - reach)), int(np.searchsorted(s, hi))
+        gs, ge, _, _ = idle_segments(s[first:last], e[first:last], lo, hi)
+        sizes.append(ge - gs)
+    size = np.concatenate(sizes) if sizes else np.array([])
+    known = size[~np.isnan(size)]
+    return float(known.max()) if len(known) else 0.0
 
 
 def _host_rows(inp: Inputs) -> np.ndarray:
-    host = np.flatnonzero(inp.is_kind(*K.HOST_KINDS))
-    return host[~inp.is_step_range[host]]
+    # One pass over the two masks, not a gather of the step flags at every
+    # host row (0.13 s on a 14M-event trace).
+    return np.flatnonzero(inp.is_kind(*K.HOST_KINDS) & ~inp.is_step_range)
 
 
 def describe_host(inp: Inputs, host: np.ndarray, lo: float, hi: float, th: Thresholds) -> dict[str, Any]:
