@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ...format import fmt_time
 from ...trace import categories as K
@@ -292,15 +293,8 @@ def _trailing(inp: Inputs, rows: np.ndarray) -> np.ndarray:
         return out
     ops = np.flatnonzero(inp.is_kind(K.CPU_OP))
     tid = inp.column("tid")
-    # Start of the last op of each (step, thread) inside a step, in numpy:
-    # a two-key pandas groupby was a fixed millisecond. fmax from NaN skips
-    # a missing start as pandas' max did (NaN only where every start is).
-    step_op, tid_op = inp.step_of(ops), tid[ops]
-    inside = step_op >= 0
-    pairs, at = np.unique(np.stack([step_op[inside], tid_op[inside]]), axis=1, return_inverse=True)
-    top = np.full(pairs.shape[1], np.nan)
-    np.fmax.at(top, at.ravel(), inp.ts[ops][inside])
-    last = dict(zip(zip(pairs[0].tolist(), pairs[1].tolist(), strict=True), top.tolist(), strict=True))
+    # Start of the last op of each (step, thread): one pass over the ops.
+    last = pd.Series(inp.ts[ops]).groupby([inp.step_of(ops), tid[ops]]).max().to_dict()
     step = inp.step_of(rows)
     for i, r in enumerate(rows.tolist()):
         if step[i] < 0 or inp.op_chain(r):
