@@ -13,13 +13,18 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from .cellrunner import CellRunner, default_name, keeping_interrupts
 from .errors import TorchProfError
 from .runs.store import notebook_of, run_info
+
+if TYPE_CHECKING:  # pragma: no cover
+    import threading
+
+    from .results.profile import Profile
 
 # Set while a %%torchprof cell runs: a nested one would start a second profiler.
 _ACTIVE = False
@@ -539,7 +544,7 @@ class RunSession:
     ) -> Any:
         from .capture.guards import pause_for_tests
         from .results.profile import CaptureInfo, Profile
-        from .runs.store import TRACE_NAME, compress_in_background
+        from .runs.store import TRACE_NAME
         from .trace.files import parse_trace
         from .trace.progress import reporting
 
@@ -586,9 +591,9 @@ class RunSession:
             error=error,
             run_dir=run_dir,
         )
-        profile.meta.path = str(run_dir / TRACE_NAME)
+        profile.meta.path = str(result.trace_path)  # until the gzip is in place (`_pack`)
         t_store = _timed_tables(profile)
-        packing = compress_in_background(result.trace_path, run_dir / TRACE_NAME)
+        packing = _pack(profile, run_dir / TRACE_NAME)
         self._packing[run_dir] = (packing, run_dir / TRACE_NAME)
         # The process's CPU time per step: the trace has wall times only (see `ProfileDiff`).
         cpu = {"step_cpu_us": list(result.step_cpu_us)}
@@ -682,6 +687,21 @@ class RunSession:
             import bokeh.models  # noqa: F401
 
             keep_tables(p, trace, packing, also=(sidebar_timeline,))
+
+
+def _pack(profile: Profile, packed: Path) -> threading.Thread:
+    """Gzip the profile's trace into ``packed`` in the background; the profile points at the gzip once it is in place.
+
+    It moves before the raw file is removed, so a file is there at every
+    moment for whoever reads `Profile.trace_path` (or the flows, read lazily
+    from it).
+    """
+    from .runs.store import compress_in_background
+
+    def point_at_packed() -> None:
+        profile.meta.path = str(packed)
+
+    return compress_in_background(Path(profile.meta.path), packed, on_written=point_at_packed)
 
 
 def _timed_tables(profile: Any, findings: bool = False) -> float:

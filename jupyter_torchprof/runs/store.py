@@ -30,6 +30,7 @@ import stat
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -217,12 +218,20 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = True) -> None:
+def compress_trace(
+    src: Path,
+    dest: Path,
+    level: int = 1,
+    remove_source: bool = True,
+    on_written: Callable[[], None] | None = None,
+) -> None:
     """Gzip ``src`` into ``dest`` atomically.
 
     Level 1: traces are large and compress about tenfold even at the fastest level.
     The gzip header names ``dest`` without ``.gz`` (``trace.json``), not the
-    temporary file it is written to.
+    temporary file it is written to. ``on_written`` runs once ``dest`` is in
+    place and before ``src`` is removed, so whoever points at the trace can
+    move from one file to the other with a file there at every moment.
     """
     tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -236,6 +245,8 @@ def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = 
     except OSError as exc:
         _discard(tmp)
         raise disk_error(exc, dest) from None
+    if on_written is not None:
+        on_written()
     if remove_source:
         try:
             src.unlink()
@@ -243,12 +254,14 @@ def compress_trace(src: Path, dest: Path, level: int = 1, remove_source: bool = 
             pass
 
 
-def compress_in_background(src: Path, dest: Path, remove_source: bool = True) -> threading.Thread:
+def compress_in_background(
+    src: Path, dest: Path, remove_source: bool = True, on_written: Callable[[], None] | None = None
+) -> threading.Thread:
     """Start `compress_trace` on a thread (results are shown before it ends)."""
 
     def work() -> None:
         try:
-            compress_trace(src, dest, remove_source=remove_source)
+            compress_trace(src, dest, remove_source=remove_source, on_written=on_written)
         except (OSError, zlib.error):
             pass  # the uncompressed trace stays; trace_file() finds it
 
