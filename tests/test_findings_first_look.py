@@ -14,12 +14,14 @@ under test.
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
 
 import pytest
 from tracefiles import encloses, innermost_around, raw_events, union_in
 
-from jupyter_torchprof.analysis.findings import THRESHOLDS
+from jupyter_torchprof.analysis.findings import THRESHOLDS, find, inputs_from_profile
 
 STEP = re.compile(r"^ProfilerStep#\d+$")
 COPY_OPS = {"aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone"}
@@ -65,6 +67,24 @@ def rows(p, rule: str):
     return f[f["rule"] == rule]
 
 
+def findings_with_copy_bar(p, share: float):
+    """The profile's findings with the host-copy bar at half of ``share`` (or the default bar, if lower).
+
+    A capture's share of the step is wall time: on a loaded machine the step
+    stretches while the copies do not, and the share of a real 5 % copy can
+    read 3 %. Setting the bar from the share measured in the file keeps what
+    is tested (the rule's decision about copies that clearly pass the bar)
+    away from the machine's load.
+    """
+    bar = min(THRESHOLDS.host_copy_min_step_pct, share / 2)
+    return find(inputs_from_profile(p), replace(THRESHOLDS, host_copy_min_step_pct=bar))
+
+
+def oracle_slack(ev: list[dict], spans: int) -> float:
+    """How far the plain-Python sums may be from exact: each span end ``ts + dur`` is rounded to the float spacing of the clock."""
+    return spans * math.ulp(max(e["ts"] + e["dur"] for e in ev))
+
+
 # --------------------------------------------------------------------------- #
 # 4c. the bias copy of nn.Linear is not a host copy
 
@@ -92,12 +112,15 @@ def test_linear_bias_copy_is_not_a_host_copy(shell):
     p = _run(shell, LINEAR_CELL)
     ev = x_events(p.trace_path)
     rest, seeds = host_copies(ev)
-    # The capture does what it should: the copies are the bias seeds, and they
-    # are a share of the step the host-copy rule would report ...
+    # The capture does what it should: the copies are the bias seeds ...
     assert seeds and not rest
     assert len(seeds) == 2 * 2  # two Linear layers, two steps
-    assert share_of_steps(ev, seeds) >= THRESHOLDS.host_copy_min_step_pct
-    # ... and still no host-copy finding (nor a device-copy one) fires.
+    share = share_of_steps(ev, seeds)
+    assert share > 0
+    # ... and with the bar at half their share, still no host-copy finding fires,
+    f = findings_with_copy_bar(p, share)
+    assert f[f["rule"] == "host_copies"].empty, f[["rule", "title"]]
+    # nor any copy finding at the default bars.
     assert rows(p, "host_copies").empty
     assert not any(
         "cop" in str(t).lower() and s != "not checked"
@@ -110,19 +133,23 @@ def test_a_real_copy_beside_the_bias_copy_still_fires(shell):
     ev = x_events(p.trace_path)
     rest, seeds = host_copies(ev)
     assert seeds and rest
-    (row,) = rows(p, "host_copies").to_dict("records")
+    f = findings_with_copy_bar(p, share_of_steps(ev, rest))
+    (row,) = f[f["rule"] == "host_copies"].to_dict("records")
     e = row["evidence"]
     # Every figure counts the real copies only; the seeds are named apart.
     n_steps = len(step_windows(ev))
     assert e["calls"] == len(rest) == 3 * n_steps
     assert set(e["calls_by_name"]) == {"aten::contiguous"}
     assert "aten::addmm" not in e["callers"]
-    assert e["step_pct"] == pytest.approx(share_of_steps(ev, rest), rel=1e-6)
+    walls = sum(hi - lo for lo, hi in step_windows(ev))
+    slack = oracle_slack(ev, len(rest) + 2 * n_steps)
+    assert e["step_pct"] == pytest.approx(share_of_steps(ev, rest), rel=1e-6, abs=100 * slack / walls)
     assert e["bias_seed_copies"] == len(seeds)
     windows = step_windows(ev)
     spans = [(s["ts"], s["ts"] + s["dur"]) for s in seeds]
     seed_per_step = sum(union_in(spans, lo, hi) for lo, hi in windows) / n_steps
-    assert e["bias_seed_time_per_step_us"] == pytest.approx(seed_per_step, rel=1e-6)
+    slack = oracle_slack(ev, len(seeds) + 2 * n_steps) / n_steps
+    assert e["bias_seed_time_per_step_us"] == pytest.approx(seed_per_step, rel=1e-6, abs=slack)
     assert ".contiguous()" in row["detail"] and "addmm" not in row["detail"]
 
 
@@ -239,7 +266,9 @@ def test_not_checked_lines_are_notes_below_the_findings(shell):
 
     # A CPU run with a real finding (the copies in the loop) and device rules it cannot check.
     p = _run(shell, LINEAR_AND_COPY_CELL)
-    f = p.findings
+    ev = x_events(p.trace_path)
+    rest, _ = host_copies(ev)
+    f = findings_with_copy_bar(p, share_of_steps(ev, rest))
     real = f[f["severity"] != "not checked"]
     assert list(real["rule"]) == ["host_copies"] and (f["severity"] == "not checked").sum() >= 9
     # The table: every real finding before every not-checked row.
@@ -248,7 +277,9 @@ def test_not_checked_lines_are_notes_below_the_findings(shell):
     # Text: the finding is the first line; the not-checked rules come after, under
     # their own heading, each marked as a note.
     lines = findings_text(f).splitlines()
-    assert lines[0] == "Findings:" and real.iloc[0]["title"] in lines[1] and "HIGH" in lines[1].upper()
+    # (its severity is the one the share earned: high on an idle machine, lower on a loaded one)
+    assert lines[0] == "Findings:" and real.iloc[0]["title"] in lines[1]
+    assert real.iloc[0]["severity"].upper() in lines[1].upper()
     notes_at = lines.index("Notes (not checked):")
     assert notes_at > 1
     assert all(ln.startswith("  note  ") for ln in lines[notes_at + 1 :])
