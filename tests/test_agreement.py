@@ -73,12 +73,13 @@ def test_calls_and_cpu_times_match_key_averages(profiled):
         assert key in table.index, f"{key} missing from our op table"
         row = table.loc[key]
         assert row["calls"] == ev.count, key
-        if ev.cpu_time_total < 0.01 * total_self and ev.self_cpu_time_total < 0.01 * total_self:
-            continue
+        # Every op's times, not only the large ones: how many ops reach 1 % of
+        # the run depends on the machine's load, and the 2 µs slack covers the
+        # rounding of the smallest.
         checked += 1
         assert row["cpu_total_us"] == pytest.approx(ev.cpu_time_total, rel=0.01, abs=2.0), key
         assert row["self_cpu_us"] == pytest.approx(ev.self_cpu_time_total, rel=0.01, abs=2.0), key
-    assert checked >= 10
+    assert checked >= 20
     # Nothing extra on our side either (same set of rows).
     assert set(table.index) == set(theirs)
 
