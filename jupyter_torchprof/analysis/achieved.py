@@ -223,7 +223,10 @@ def add_kernel_rates(
     ``peak_precision`` (e.g. ``fp32 (kernel name)``) and ``peak_pct``.
     """
     if keep_rows is not None and len(shares):
-        shares = shares[np.isin(shares["row"].to_numpy(), keep_rows)]
+        # A mask over the events, not np.isin (which sorts both sides).
+        kept = np.zeros(len(events), dtype=bool)
+        kept[np.asarray(keep_rows, dtype=np.int64)] = True
+        shares = shares[kept[shares["row"].to_numpy(np.int64)]]
     f, b, p = _sums_by_name(events["name"], shares)
     key = table["name"].astype(object).tolist()
     table["est_flops"] = np.array([f.get(n, 0.0) for n in key], dtype=np.float64)
