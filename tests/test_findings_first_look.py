@@ -270,7 +270,9 @@ def test_not_checked_lines_are_notes_below_the_findings(shell):
     rest, _ = host_copies(ev)
     f = findings_with_copy_bar(p, share_of_steps(ev, rest))
     real = f[f["severity"] != "not checked"]
-    assert list(real["rule"]) == ["host_copies"] and (f["severity"] == "not checked").sum() >= 9
+    # The copies fire; on a loaded machine a slow first step may add the cold-start finding.
+    assert "host_copies" in set(real["rule"]) and set(real["rule"]) <= {"host_copies", "cold_start"}
+    assert (f["severity"] == "not checked").sum() >= 9
     # The table: every real finding before every not-checked row.
     sev = f["severity"].tolist()
     assert sev.index("not checked") == len(real) and set(sev[len(real) :]) == {"not checked"}
