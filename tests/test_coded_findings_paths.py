@@ -138,13 +138,13 @@ def test_flop_estimates_equal_one_estimate_per_row(name):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_kernel_groups_equal_np_unique(seed):
-    from jupyter_torchprof.analysis.kernels import _group
+    from jupyter_torchprof.analysis.tree import unique_inverse
 
     rng = np.random.default_rng(seed)
     dtype = (np.int8, np.int16, np.int32, np.int64)[seed % 4]
     top = 100 if seed < 8 else 2**30  # the last ones span far more than the rows: the sorting path
     codes = rng.integers(-1, min(top, np.iinfo(dtype).max), int(rng.integers(0, 500))).astype(dtype)
-    got, want = _group(codes), np.unique(codes, return_inverse=True)
+    got, want = unique_inverse(codes), np.unique(codes, return_inverse=True)
     assert got[0].tolist() == want[0].tolist() and got[0].dtype == want[0].dtype
     assert got[1].tolist() == want[1].tolist()
 

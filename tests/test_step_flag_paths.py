@@ -101,7 +101,7 @@ def test_unique_inverse_equals_numpy():
         values = rng.integers(0, span, int(rng.integers(1, 300)))
         if trial % 3 == 0:
             values = np.sort(values)
-        got_u, got_i = unique_inverse(values, span)
+        got_u, got_i = unique_inverse(values)
         want_u, want_i = np.unique(values, return_inverse=True)
         assert got_u.dtype == want_u.dtype and got_i.dtype == want_i.dtype, trial
         assert np.array_equal(got_u, want_u) and np.array_equal(got_i, want_i), trial

@@ -14,6 +14,7 @@ import pandas as pd
 from ..trace import categories as K
 from .names import describe_kernel
 from .occupancy import not_estimated
+from .tree import unique_inverse
 
 
 def device_activity(events: pd.DataFrame) -> pd.DataFrame:
@@ -89,25 +90,6 @@ def overlap_per_window(
     return out
 
 
-def _group(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct codes (sorted) and, for each row, the group it belongs to: ``np.unique(codes, return_inverse=True)``.
-
-    Integers over a range not much wider than the rows are counted into
-    place (one pass) instead of sorted: the rows are every device activity.
-    """
-    codes = np.asarray(codes)
-    if not len(codes) or codes.dtype.kind not in "iu":
-        return np.unique(codes, return_inverse=True)
-    lo = int(codes.min())
-    span = int(codes.max()) - lo + 1
-    if span > 4 * len(codes) + (1 << 16):
-        return np.unique(codes, return_inverse=True)
-    shifted = (codes - lo).astype(np.int64)
-    present = np.bincount(shifted, minlength=span) > 0
-    position = np.cumsum(present) - 1
-    return (np.flatnonzero(present) + lo).astype(codes.dtype), position[shifted]
-
-
 def _group_mean(inv: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
     """Mean of the non-NaN ``values`` per group (NaN where a group has none)."""
     ok = ~np.isnan(values)
@@ -135,8 +117,8 @@ def _group_mode(inv: np.ndarray, codes: np.ndarray, categories: pd.Index, groups
 
 def _join_per_group(inv: np.ndarray, values: np.ndarray, groups: int) -> list[str]:
     """Comma-joined distinct ``values`` per group (in increasing order)."""
-    vals, vinv = _group(values)
-    pair, _ = _group(inv.astype(np.int64) * len(vals) + vinv)
+    vals, vinv = unique_inverse(values)
+    pair, _ = unique_inverse(inv.astype(np.int64) * len(vals) + vinv)
     out: list[list[str]] = [[] for _ in range(groups)]
     for g, v in zip((pair // len(vals)).tolist(), vals[pair % len(vals)].tolist(), strict=True):
         out[g].append(str(v))
@@ -186,7 +168,7 @@ def kernel_table(
         rows = rows[np.asarray(keep, dtype=bool)]
     if not len(rows):
         return _empty_kernel_table()
-    uniq, inv = _group(events["name"].cat.codes.to_numpy()[rows])
+    uniq, inv = unique_inverse(events["name"].cat.codes.to_numpy()[rows])
     g = len(uniq)
     # Every column is made as an array into one dict and the frame built
     # once: some thirty column insertions were a fixed cost on every trace.
@@ -407,7 +389,7 @@ def memcpy_table(events: pd.DataFrame) -> pd.DataFrame:
     cols = ["name", "kind", "calls", "total_us", "bytes", "bandwidth_gbps"]
     if not len(rows):
         return pd.DataFrame(columns=cols)
-    uniq, inv = _group(events["name"].cat.codes.to_numpy()[rows])
+    uniq, inv = unique_inverse(events["name"].cat.codes.to_numpy()[rows])
     g = len(uniq)
     dur = events["dur"].to_numpy()[rows]
     nbytes = events["bytes"].to_numpy()[rows]

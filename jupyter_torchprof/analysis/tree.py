@@ -387,29 +387,37 @@ def subtree_sums(parent: np.ndarray, depth: np.ndarray, own: np.ndarray) -> np.n
         if len(p):
             # bincount over the parents present at this level (np.add.at is
             # an order of magnitude slower).
-            u, inv = unique_inverse(p, len(parent))
+            u, inv = unique_inverse(p)
             total[u] += np.bincount(inv, weights=total[nodes], minlength=len(u))
     return total
 
 
-def unique_inverse(values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for integers in ``[0, span)``, mostly without sorting.
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)``, mostly without sorting (same values, same dtypes).
 
-    Sorted values (the children of one thread's ops, level by level) are
-    numbered by their runs; many values are numbered through a table of
-    ``span`` slots. Either is several times cheaper than the sort.
+    Sorted integers (the children of one thread's ops, level by level) are
+    numbered by their runs; integers over a range not much wider than
+    themselves (names' codes, parents) are counted into a table of that
+    range; anything else is sorted as numpy does. Either shortcut is several
+    times cheaper than the sort.
     """
+    values = np.asarray(values)
+    if not len(values) or values.dtype.kind not in "iu":
+        return np.unique(values, return_inverse=True)
     if len(values) > 1 and not np.any(values[1:] < values[:-1]):
         head = np.empty(len(values), dtype=bool)
         head[0] = True
         np.not_equal(values[1:], values[:-1], out=head[1:])
         return values[head], np.cumsum(head, dtype=np.intp) - 1
-    if len(values) * 8 >= span:
-        present = np.zeros(span, dtype=bool)
-        present[values] = True
-        rank = np.cumsum(present, dtype=np.intp) - 1
-        return np.flatnonzero(present).astype(values.dtype, copy=False), rank[values]
-    return np.unique(values, return_inverse=True)
+    lo = int(values.min())
+    width = int(values.max()) - lo + 1
+    if width > 4 * len(values) + (1 << 16):
+        return np.unique(values, return_inverse=True)
+    shifted = values.astype(np.int64) - lo  # int64 first: a narrow dtype would wrap
+    present = np.zeros(width, dtype=bool)
+    present[shifted] = True
+    rank = np.cumsum(present, dtype=np.intp) - 1
+    return (np.flatnonzero(present) + lo).astype(values.dtype), rank[shifted]
 
 
 def _levels(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -173,9 +173,8 @@ def verdicts(ctx: NoteContext, rows: np.ndarray, ok: np.ndarray) -> list[tuple[s
     if not len(rows):
         return []
     codes, categories = name_codes(ctx)
-    # Codes shifted past -1 (no name) numbered without a sort (`tree.unique_inverse`).
-    shifted, inverse = unique_inverse(codes[rows].astype(np.int64) + 1, len(categories) + 1)
-    groups = shifted - 1
+    # Name codes (-1: no name) numbered without a sort (`tree.unique_inverse`).
+    groups, inverse = unique_inverse(codes[rows].astype(np.int64))
     calls = np.bincount(inverse, minlength=len(groups))
     good = np.bincount(inverse[ok], minlength=len(groups))
     first_ok = np.full(len(groups), np.iinfo(np.int64).max)
