@@ -35,10 +35,10 @@ def sig3(x: float) -> str:
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
     digits = 2 - math.floor(math.log10(abs(x)))
-    text = fixed(x, max(digits, 0))
     if digits < 0:
         # Whole numbers of four digits or more: keep three, zero the rest (1234 -> 1230).
         return str(int(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)))
+    text = fixed(x, digits)
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     # 9.996 rounds up to "10.00" (four digits): toPrecision gives "10.0", shown "10".
@@ -50,9 +50,10 @@ def _missing(x: float | None) -> bool:
     return x is None or not math.isfinite(x)
 
 
-def _three_or_whole(v: float) -> str:
-    # Three significant digits under 100, whole numbers from there: 12.3, 812, 1234.
-    return sig3(v) if abs(v) < 100 else fixed(v, 0)
+def _three_digits(v: float) -> str:
+    # Three significant digits and never an exponent: 12.3, 812; whole numbers
+    # from there (999.7 is "1000", not "1e+03"; 1234 stays 1234).
+    return fixed(v, 0) if abs(v) >= 99.95 else sig3(v)
 
 
 def fmt_time(us: float | None) -> str:
@@ -65,10 +66,10 @@ def fmt_time(us: float | None) -> str:
     if a < 1:
         return f"{fixed(us * 1e3, 0)} ns"
     if a < 1e3:
-        return f"{_three_or_whole(us)} µs"
+        return f"{_three_digits(us)} µs"
     if a < 1e6:
-        return f"{_three_or_whole(us / 1e3)} ms"
-    return f"{_three_or_whole(us / 1e6)} s"
+        return f"{_three_digits(us / 1e3)} ms"
+    return f"{_three_digits(us / 1e6)} s"
 
 
 def fmt_pct(p: float | None) -> str:
@@ -108,11 +109,6 @@ def fmt_count(n: float | None) -> str:
 
 #: SI prefixes of FLOP counts and rates, largest first.
 _SI_PREFIXES = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
-
-
-def _three_digits(v: float) -> str:
-    # Three significant digits and never an exponent: 999.7 is "1000", not "1e+03".
-    return fixed(v, 0) if abs(v) >= 99.95 else sig3(v)
 
 
 def fmt_flops(f: float | None, unit: str = "FLOP") -> str:

@@ -254,10 +254,9 @@ class RunSession:
         """Capture one run into a new run folder; (Profile or None, CaptureResult)."""
         __tracebackhide__ = True  # noqa: F841
         from .capture.runner import capture
-
-        started = time.time()
         from .runs import RAW_TRACE_NAME
 
+        started = time.time()
         run_dir = self.new_run_dir(store)
         try:
             return self.collect(
@@ -513,20 +512,15 @@ class RunSession:
             ]
         compiled.capture.compile_s = stats.compile_s
         if compiled.run_dir is not None:
-            self._update_run_info(
-                store, compiled.run_dir, {"compile": {"role": "compiled", **stats.as_dict()}}
-            )
+            store.update_info(compiled.run_dir, {"compile": {"role": "compiled", **stats.as_dict()}})
         return stats, compiled
 
     def _pair_runs(self, store: Any, eager: Any, compiled: Any) -> None:
         """Mark the two runs of a comparison as each other's pair in the store."""
         if eager is None or eager.run_dir is None or compiled is None or compiled.run_dir is None:
             return
-        self._update_run_info(store, eager.run_dir, {"pair": compiled.run_dir.name, "role": "eager"})
-        self._update_run_info(store, compiled.run_dir, {"pair": eager.run_dir.name, "role": "compiled"})
-
-    def _update_run_info(self, store: Any, run_dir: Path, extra: dict[str, Any]) -> None:
-        store.update_info(run_dir, extra)
+        store.update_info(eager.run_dir, {"pair": compiled.run_dir.name, "role": "eager"})
+        store.update_info(compiled.run_dir, {"pair": eager.run_dir.name, "role": "compiled"})
 
     def _build_profile(
         self,

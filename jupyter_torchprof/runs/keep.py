@@ -27,11 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .store import RunStore
 
 
-def write_atomic(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a temporary file beside it, so no reader sees half a file."""
-    write_atomically(target, lambda tmp: tmp.write_bytes(data))
-
-
 def write_table_cache(profile: Profile, trace: str | Path) -> Path:
     """Keep ``profile``'s tables beside ``trace``, the file it was made from (atomically).
 
@@ -42,7 +37,7 @@ def write_table_cache(profile: Profile, trace: str | Path) -> Path:
 
     data = encode_tables(profile, trace)
     target = tables_path(trace)
-    write_atomic(target, data)
+    write_atomically(target, lambda tmp: tmp.write_bytes(data))
     return target
 
 
@@ -52,7 +47,7 @@ def write_timeline_cache(payload: bytes, trace: str | Path, key: dict[str, Any])
 
     data = encode_timeline(payload, trace, key)
     target = timeline_path(trace)
-    write_atomic(target, data)
+    write_atomically(target, lambda tmp: tmp.write_bytes(data))
     return target
 
 

@@ -151,11 +151,6 @@ def share_formatter() -> Any:
     return HTMLTemplateFormatter(template=_template(bar))
 
 
-def flops_formatter(unit: str = "FLOP") -> Any:
-    """FLOP counts (or rates, ``unit="FLOP/s"``) with SI prefixes, right-aligned; sorting uses the number."""
-    return number_formatter("flops", unit)
-
-
 def text_formatter() -> Any:
     """User-controlled text (names): rendered as text, never markup."""
     from bokeh.models import StringFormatter
