@@ -81,27 +81,43 @@ class NoteContext:
             return labels[kind.cat.codes.to_numpy()]
         return kind.to_numpy(dtype=object)
 
+    # The rules look names and kinds up about a hundred times per trace, and
+    # each pandas accessor call costs tens of µs (a real share of a small
+    # trace's notes): the codes are read once per context.
+
     @cached_property
-    def _kind_codes(self) -> np.ndarray | None:
-        """The ``kind`` column's codes when its categories are `trace.categories.KINDS` (as parsed), else None."""
+    def name_codes(self) -> tuple[np.ndarray, pd.Index]:
+        """Each event's name as an integer code (-1 where missing), and the names the codes index."""
+        names = self.events["name"]
+        if not isinstance(names.dtype, pd.CategoricalDtype):
+            names = names.astype("category")
+        return names.cat.codes.to_numpy(), names.cat.categories
+
+    @cached_property
+    def name_labels(self) -> list[str]:
+        """The distinct names (`name_codes`) as Python strings."""
+        return [str(c) for c in self.name_codes[1]]
+
+    @cached_property
+    def rows_by_name(self) -> tuple[pd.Index, np.ndarray, np.ndarray]:
+        """The names, the events ordered by name code, and where each code's rows start in that order (and end)."""
+        codes, categories = self.name_codes
+        small = codes.astype(np.int16) if len(categories) < 2**15 else codes
+        order = np.argsort(small, kind="stable")
+        bounds = np.searchsorted(small[order], np.arange(len(categories) + 1))
+        return categories, order, bounds
+
+    @cached_property
+    def kind_codes(self) -> tuple[np.ndarray, list[str]] | None:
+        """Each event's kind as an integer code and the kinds the codes index; None where not categorical."""
         kind = self.events["kind"]
-        if isinstance(kind.dtype, pd.CategoricalDtype) and list(kind.cat.categories) == list(K.KINDS):
-            return kind.cat.codes.to_numpy()
-        return None
+        if not isinstance(kind.dtype, pd.CategoricalDtype):
+            return None
+        return kind.cat.codes.to_numpy(), list(kind.cat.categories)
 
     def kind_in(self, kinds: tuple[str, ...]) -> np.ndarray:
-        """Per event: True where its kind is one of ``kinds``.
-
-        One comparison of the codes per kind: ``np.isin`` over every event
-        cost ~0.2 ms a call on a 45k-event trace, and the rules ask often.
-        """
-        codes = self._kind_codes
-        if codes is None:
-            return K.kind_mask(self.events, kinds)
-        mask = np.zeros(len(codes), dtype=bool)
-        for kind in kinds:
-            mask |= codes == K.KIND_INDEX[kind]
-        return mask
+        """Per event: True where its kind is one of ``kinds`` (`trace.categories.kind_mask`, by code)."""
+        return K.kind_mask(self.events, kinds)
 
     def rows_of_kind(self, *kinds: str) -> np.ndarray:
         """Rows of the events of any of ``kinds``."""

@@ -29,7 +29,7 @@ def first_call(ctx: NoteContext, rows: np.ndarray | None = None) -> dict[str, in
         rows = ctx.rows_of_kind(K.KERNEL)
     if not len(rows):
         return {}
-    codes, names = name_codes(ctx)
+    codes, names = ctx.name_codes
     uniq, first = np.unique(codes[rows], return_index=True)
     order = np.argsort(first, kind="stable")  # trace order, as the rules met them
     return {str(names[uniq[i]]): int(rows[first[i]]) for i in order}
@@ -37,7 +37,7 @@ def first_call(ctx: NoteContext, rows: np.ndarray | None = None) -> dict[str, in
 
 def matching(ctx: NoteContext, rows: np.ndarray, pattern) -> np.ndarray:
     """Per row, whether ``pattern`` (a compiled regex) matches its name (tested once per distinct name)."""
-    codes, names = name_codes(ctx)
+    codes, names = ctx.name_codes
     uniq, inv = np.unique(codes[rows], return_inverse=True)
     hit = np.array([bool(pattern.search(str(names[c]))) for c in uniq], dtype=bool)
     return hit[inv] if len(rows) else np.zeros(0, dtype=bool)
@@ -45,7 +45,7 @@ def matching(ctx: NoteContext, rows: np.ndarray, pattern) -> np.ndarray:
 
 def calls_per_name(ctx: NoteContext, rows: np.ndarray, flag: np.ndarray) -> dict[str, tuple[int, int]]:
     """Per distinct name among ``rows``: (calls with ``flag`` set, calls)."""
-    codes, names = name_codes(ctx)
+    codes, names = ctx.name_codes
     uniq, inv = np.unique(codes[rows], return_inverse=True)
     total = np.bincount(inv, minlength=len(uniq))
     flagged = np.bincount(inv, weights=flag.astype(np.float64), minlength=len(uniq)).astype(int)

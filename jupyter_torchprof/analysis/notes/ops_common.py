@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable, Iterable
 
 import numpy as np
-import pandas as pd
 
 from ...trace import categories as K
 from ..tree import unique_inverse
@@ -34,36 +33,18 @@ DTYPE_BYTES = {
 }
 
 
-def name_codes(ctx: NoteContext) -> tuple[np.ndarray, pd.Index]:
-    """Each event's name as an integer code (-1 where missing), and the names the codes index."""
-    # Kept in the context's __dict__ (as its cached properties are): the
-    # rules ask a hundred times per trace, and each pandas accessor call
-    # costs tens of µs, a real share of a small trace's notes.
-    cached = ctx.__dict__.get("_name_codes")
-    if cached is None:
-        names = ctx.events["name"]
-        if not isinstance(names.dtype, pd.CategoricalDtype):
-            names = names.astype("category")
-        cached = ctx.__dict__["_name_codes"] = (names.cat.codes.to_numpy(), names.cat.categories)
-    return cached
-
-
 def named(ctx: NoteContext, rows: np.ndarray, names: Iterable[str]) -> np.ndarray:
     """Per row of ``rows``: True where the event is named one of ``names`` (compared as integer codes)."""
-    codes, categories = name_codes(ctx)
+    codes, categories = ctx.name_codes
     wanted = set(names)
     return np.isin(codes[rows], [i for i, c in enumerate(categories) if c in wanted])
 
 
 def of_kinds(ctx: NoteContext, rows: np.ndarray, kinds: Iterable[str]) -> np.ndarray:
     """Per row of ``rows``: True where the event's kind is one of ``kinds`` (compared as integer codes)."""
-    kind_codes = ctx.__dict__.get("_row_kind_codes")
+    kind_codes = ctx.kind_codes
     if kind_codes is None:
-        kind = ctx.events["kind"]
-        if not isinstance(kind.dtype, pd.CategoricalDtype):
-            return np.isin(ctx.kinds[rows], tuple(kinds))
-        # cached as `name_codes` is
-        kind_codes = ctx.__dict__["_row_kind_codes"] = (kind.cat.codes.to_numpy(), list(kind.cat.categories))
+        return np.isin(ctx.kinds[rows], tuple(kinds))
     codes, categories = kind_codes
     wanted_kinds = set(kinds)
     wanted = [i for i, c in enumerate(categories) if c in wanted_kinds]
@@ -75,8 +56,8 @@ def name_mask(
     ctx: NoteContext, test: Callable[[str], bool], kinds: Iterable[str] = (K.CPU_OP,)
 ) -> np.ndarray:
     """Per event: True where ``test(name)`` holds (tested once per distinct name) and its kind is one of ``kinds``."""
-    categories, order, bounds = _rows_by_name(ctx)
-    labels = _name_labels(ctx)
+    categories, order, bounds = ctx.rows_by_name
+    labels = ctx.name_labels
     good = np.fromiter((bool(test(c)) for c in labels), dtype=bool, count=len(labels))
     wanted = np.flatnonzero(good)
     # The rows of each wanted name are one slice of the events ordered by
@@ -89,30 +70,6 @@ def name_mask(
     out = np.zeros(len(ctx.parent), dtype=bool)
     out[rows] = True
     return out
-
-
-def _name_labels(ctx: NoteContext) -> list[str]:
-    """The distinct names as Python strings (once per context, as `name_codes`)."""
-    cached = ctx.__dict__.get("_name_labels")
-    if cached is None:
-        cached = ctx.__dict__["_name_labels"] = [str(c) for c in name_codes(ctx)[1]]
-    return cached
-
-
-def _rows_by_name(ctx: NoteContext) -> tuple[pd.Index, np.ndarray, np.ndarray]:
-    """The names, the events ordered by name code, and where each code's rows start in that order (and end).
-
-    Computed once per context (kept in its ``__dict__``, as its cached
-    properties are): a dozen rules look names up.
-    """
-    cached = ctx.__dict__.get("_rows_by_name")
-    if cached is None:
-        codes, categories = name_codes(ctx)
-        small = codes.astype(np.int16) if len(categories) < 2**15 else codes
-        order = np.argsort(small, kind="stable")
-        bounds = np.searchsorted(small[order], np.arange(len(categories) + 1))
-        cached = ctx.__dict__["_rows_by_name"] = (categories, order, bounds)
-    return cached
 
 
 def rows_named(ctx: NoteContext, names: Iterable[str], kinds: Iterable[str] = (K.CPU_OP,)) -> np.ndarray:
@@ -172,7 +129,7 @@ def verdicts(ctx: NoteContext, rows: np.ndarray, ok: np.ndarray) -> list[tuple[s
     ok = np.asarray(ok, dtype=bool)
     if not len(rows):
         return []
-    codes, categories = name_codes(ctx)
+    codes, categories = ctx.name_codes
     # Name codes (-1: no name) numbered without a sort (`tree.unique_inverse`).
     groups, inverse = unique_inverse(codes[rows].astype(np.int64))
     calls = np.bincount(inverse, minlength=len(groups))

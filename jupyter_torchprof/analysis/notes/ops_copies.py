@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import OPS, Annotation, Hit, NoteContext
-from .ops_common import children, name_codes, name_mask, named, of_calls, verdicts
+from .ops_common import children, name_mask, named, of_calls, verdicts
 
 _COPIES = ("aten::clone", "aten::copy_")
 #: Out-of-place ops with an in-place twin (``name_``); any other op counts when its twin is seen under it.
@@ -67,7 +67,7 @@ def _twin(name: str) -> str:
 
 def _twin_codes(ctx: NoteContext, rows: np.ndarray) -> np.ndarray:
     """Per row: the name code of its op's in-place twin (``name_``), -2 where the trace holds no such name."""
-    codes, categories = name_codes(ctx)
+    codes, categories = ctx.name_codes
     index = {str(c): i for i, c in enumerate(categories)}
     twin_of = np.array([index.get(_twin(str(c)), -2) for c in categories] + [-2], dtype=np.int64)
     return twin_of[codes[rows]]
@@ -83,7 +83,7 @@ def copies_input(ctx: NoteContext) -> list[Hit]:
     copied = np.zeros(len(names), dtype=bool)
     copied[parents[named(ctx, kids, _COPIES)]] = True
     twin_seen = np.zeros(len(names), dtype=bool)
-    twin_seen[parents[_twin_codes(ctx, parents) == name_codes(ctx)[0][kids]]] = True
+    twin_seen[parents[_twin_codes(ctx, parents) == ctx.name_codes[0][kids]]] = True
     rows = ops[copied[ops] & (twin_seen[ops] | named(ctx, ops, TWINS))]
     if not len(rows):
         return []
