@@ -410,7 +410,8 @@ _IGNORED_PHASE = 5
 _NO_PHASE = -1
 _TYPE_CODE = {t: _PHASE_CODE.get(ph, _IGNORED_PHASE) for t, ph in PHASE_OF_TYPE.items()}
 #: The kinds `_flows_needed` looks at: flows link them where their correlation id is missing.
-_FLOW_LINKED_KIND_CODES = np.array([_KIND_CODE[k] for k in (*K.LAUNCHED_KINDS, K.RUNTIME)], dtype=np.int8)
+_FLOW_LINKED_KINDS = (*K.LAUNCHED_KINDS, K.RUNTIME)
+_FLOW_LINKED_KIND_CODES = np.array([_KIND_CODE[k] for k in _FLOW_LINKED_KINDS], dtype=np.int8)
 _LAUNCHED_KIND_CODES = np.array([_KIND_CODE[k] for k in K.LAUNCHED_KINDS], dtype=np.int8)
 _CORRELATED_KIND_CODES = np.array([_KIND_CODE[k] for k in (*K.DEVICE_KINDS, K.RUNTIME)], dtype=np.int8)
 #: Groups of text arguments interned together (one pass per group, not per
@@ -1028,7 +1029,7 @@ def _flows_needed(events: pd.DataFrame) -> bool:
     can link something only where an id is missing: on a launched device
     event or on a runtime call.
     """
-    linked = K.kind_mask(events, (*K.LAUNCHED_KINDS, K.RUNTIME))
+    linked = K.kind_mask(events, _FLOW_LINKED_KINDS)
     return bool((linked & (events["correlation"].to_numpy() < 0)).any())
 
 
