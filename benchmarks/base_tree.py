@@ -35,11 +35,39 @@ def checkout(commit: str) -> Iterator[Path]:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], check=False)
 
 
+#: Where the children keep compiled bytecode. An installed package has its
+#: ``.pyc`` files; a tree run with PYTHONDONTWRITEBYTECODE (set on this
+#: machine) compiles every module it imports, lazily imported ones inside the
+#: timings too (about 10 ms for load()'s). The prefix keeps the trees clean.
+PYCACHE = Path(tempfile.gettempdir()) / "torchprof-bench-pycache"
+
+
+def installed_like(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a child that reads and writes bytecode as an installed package's imports do."""
+    env = dict(env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return env
+
+
+def compile_tree(source: Path) -> None:
+    """Byte-compile ``source``'s package into `PYCACHE`, as ``pip install`` does, before any timing."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(Path(source).resolve() / "jupyter_torchprof")],
+        env=installed_like(dict(os.environ)),
+        check=True,
+        capture_output=True,
+    )
+
+
 def run_child(code: str, source: Path, *args: str, unset: tuple[str, ...] = ()) -> dict:
     """Run ``code`` with ``source`` first on the path (a fresh run folder; ``unset`` env vars removed)."""
     # Absolute: the child runs in another folder, where "." would be that folder
     # and the installed jupyter_torchprof would be measured instead.
-    env = dict(os.environ, PYTHONPATH=str(Path(source).resolve()), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
+    compile_tree(source)
+    env = installed_like(
+        dict(os.environ, PYTHONPATH=str(Path(source).resolve()), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
+    )
     for name in unset:
         env.pop(name, None)
     # cwd elsewhere: ``python -c`` puts the working folder first on sys.path.

@@ -24,7 +24,9 @@ the path of the ``.json.gz`` file, so that every one pays for the inflate:
 
 Every run is a fresh Python process, importing the package from this
 checkout (``--source`` for another tree, e.g. an older commit for a
-before/after). Rounds are interleaved (each round runs every contender
+before/after), byte-compiled first as an installed package is
+(`base_tree.compile_tree`; this machine sets PYTHONDONTWRITEBYTECODE, and
+compiling the lazily imported modules cost ~10 ms inside the timing). Rounds are interleaved (each round runs every contender
 once, in turn), so a slow spell of the shared machine falls on all of them
 alike; the figures are medians over rounds, and each ratio is the median of
 the per-round ratios with its min-max. ``wall`` is measured inside the
@@ -57,6 +59,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from base_tree import compile_tree, installed_like
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -150,7 +154,9 @@ def _full(p) -> None:
 
 def run_contender(kind: str, path: Path, timeout: float, source: Path) -> dict:
     """Run one contender in a fresh process; add its process wall and peak RSS (MB)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]))
+    env = installed_like(
+        dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]))
+    )
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--child", kind, str(path)],
@@ -335,6 +341,8 @@ def main() -> None:
         return
 
     sources = [src.resolve() for src in (args.source or [ROOT])]
+    for src in sources:
+        compile_tree(src)
     source = sources[0]
     traces = list(args.trace or [])
     if not traces:
