@@ -159,32 +159,16 @@ def _parse_with_xplanes(p: Path) -> tuple[TraceData, list[Any], list[str], list[
     Returns the parsed trace, the XPlane events kept, the device files found
     and the notes to show.
     """
-    from . import xplane
     from .parser import parse_bytes
     from .reader import read_trace_bytes
 
     data = read_trace_bytes(p)
     notes: list[str] = []
     found: list[str] = []
-    rank = _rank_hint(data)
-    extra = []
-    props: dict[int, dict] = {}
-    for xp in xplanes_for(p, rank):
-        found.append(xp.name)
-        try:
-            space = xplane.read_xspace(xp)
-        except TraceError as exc:
-            notes.append(f"TPU/XLA device trace not read: {exc}")
-            continue
-        dev = xplane.device_events(space, xplane.kineto_base_ns(data))
-        if not dev.devices:
-            notes.append(f"{xp.name}: XPlane file has no device planes (/device:TPU:N ...): host side only")
-        extra.extend(dev.events)
-        for k, v in dev.properties.items():
-            props.setdefault(k, v)
+    extra, props = _xplane_events(p, data, found, notes)
     # Flows are re-read from the file on demand: that still works, as the
     # device events spliced in here carry none.
-    td = parse_bytes(xplane.merge_into_kineto(data, extra) if extra else data, p)
+    td = parse_bytes(_merged(data, extra) if extra else data, p)
     if extra and _device_work_twice(td):
         # A backend whose Kineto JSON already holds its device work (a later
         # TorchTPU may fill it in): counting the XPlane's copy too would
@@ -215,6 +199,43 @@ def _parse_with_xplanes(p: Path) -> tuple[TraceData, list[Any], list[str], list[
     if extra and props and not td.meta.device_properties:
         td.meta.device_properties = [props.get(i, {"id": i}) for i in range(max(props) + 1)]
     return td, extra, found, notes
+
+
+def _xplane_events(p: Path, data: bytes, found: list[str], notes: list[str]) -> tuple[list[Any], dict]:
+    """The device events (and device properties) of the XPlane files beside trace ``p``.
+
+    The files read are added to ``found``, those unread to ``notes``. The
+    XPlane reader is imported only when there is a file to read: most traces
+    have none, and its import would be a first-load cost of every trace.
+    """
+    extra: list[Any] = []
+    props: dict[int, dict] = {}
+    planes = xplanes_for(p, _rank_hint(data))
+    if not planes:
+        return extra, props
+    from . import xplane
+
+    for xp in planes:
+        found.append(xp.name)
+        try:
+            space = xplane.read_xspace(xp)
+        except TraceError as exc:
+            notes.append(f"TPU/XLA device trace not read: {exc}")
+            continue
+        dev = xplane.device_events(space, xplane.kineto_base_ns(data))
+        if not dev.devices:
+            notes.append(f"{xp.name}: XPlane file has no device planes (/device:TPU:N ...): host side only")
+        extra.extend(dev.events)
+        for k, v in dev.properties.items():
+            props.setdefault(k, v)
+    return extra, props
+
+
+def _merged(data: bytes, extra: list[Any]) -> bytes:
+    """The Kineto JSON ``data`` with the XPlane device events ``extra`` spliced in."""
+    from . import xplane
+
+    return xplane.merge_into_kineto(data, extra)
 
 
 def _xplane_spans(td: TraceData) -> tuple[Any, Any, Any] | None:
