@@ -921,7 +921,7 @@ def parse_bytes(
             events, memory, flows = _parse_events(data, doc.traceEvents, meta, True, defer_flows)
         del doc
     _warn_skipped(meta)
-    give_back_memory()
+    give_back_memory(len(data))
     return TraceData(events=events, memory=memory, flows=flows, meta=meta)
 
 
