@@ -62,7 +62,7 @@ def op_precisions(
     flops = est["est_flops"].to_numpy()
     label = {
         int(r): _label(precision_of_dtype(d), FROM_OP)
-        for r, d in zip(has, est["est_dtype"].to_numpy()[has], strict=True)
+        for r, d in zip(has, est["est_dtype"].iloc[has].to_numpy(dtype=object), strict=True)
     }
     if len(shares):
         names = events["name"].astype(object).to_numpy()
