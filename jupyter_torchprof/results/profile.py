@@ -163,6 +163,18 @@ class Profile:
         )
 
     @cached_property
+    def _device_traced(self) -> bool:
+        """Whether the trace holds device work (`summary`'s ``device_traced``).
+
+        Read from the events where the summary is not made yet: the op
+        table's notes need this one flag, and the summary needs the steps
+        (a tenth of a large trace's op table otherwise).
+        """
+        if "summary" in self.__dict__:
+            return bool(self.__dict__["summary"]["device_traced"])
+        return bool(K.kind_mask(self._data.events, K.DEVICE_ACTIVITY).any())
+
+    @cached_property
     def _memory_owner(self) -> np.ndarray:
         mem = self._data.memory
         return links_mod.attribute_points(
@@ -260,7 +272,7 @@ class Profile:
                 table = achieved_mod.add_op_rates(
                     table,
                     self._op_precisions(),
-                    bool(self.summary["device_traced"]),
+                    self._device_traced,
                     self._peaks_noted(table["est_flops"].sum() > 0),
                 )
             cache[key] = self._with_notes(table, notes_mod.OPS)
@@ -318,7 +330,7 @@ class Profile:
     ) -> hardware_mod.DevicePeaks | None:
         """`peaks` (of ``kernels`` while the kernel table is being made); an unknown device with estimates gets a note, once."""
         peaks = self.peaks if kernels is None else self._device_peaks(kernels)
-        if peaks is None and estimated and self.summary["device_traced"] and self.meta.device_properties:
+        if peaks is None and estimated and self._device_traced and self.meta.device_properties:
             note = achieved_mod.peak_note(str(self.meta.device_properties[0].get("name") or ""))
             if note not in self._notes:
                 self._notes.append(note)
@@ -420,7 +432,7 @@ class Profile:
                 self._tree["parent"].to_numpy(),
                 self._links["op"].to_numpy(),
                 self._links["launch"].to_numpy(),
-                bool(self.summary["device_traced"]),
+                self._device_traced,
             )
         )
 
