@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -451,3 +452,26 @@ def test_repaired_and_dropped_events_identical(monkeypatch: pytest.MonkeyPatch) 
     names = set(data.events["name"].astype(str))
     assert {'say "hi"', "lone \ufffd half"} <= names
     assert data.meta.skipped == 1 and len(data.events) == len(texts) - 1
+
+
+def test_a_bare_slice_scans_as_its_bracketed_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk given bare (events without the array's brackets, where they lie) reads what its copy in brackets reads."""
+    _require_native(monkeypatch)
+    texts = [_event_text(i) for i in range(300)]
+    body = ",\n".join(texts).encode()
+    bracketed, bare = native.digester(parser), native.digester(parser)
+    assert bracketed.scan(b"[" + body + b"]", True) == 0
+    assert bare.scan(memoryview(b"  " + body + b" ")[2:], True, bare=True) == 0
+    cnt = bracketed.counts
+    assert bare.counts[: digest.C_ERRPOS].tolist() == cnt[: digest.C_ERRPOS].tolist()
+    used = {"x": cnt[digest.C_X], "m": cnt[digest.C_MEM], "f": cnt[digest.C_FLOW], "md": cnt[digest.C_META]}
+    used |= {"s": cnt[digest.C_STR], "r": cnt[digest.C_RAW]}
+    for name, col in bracketed.cols.items():
+        if name.endswith("_slots"):
+            continue  # hash-table slots: where values sit, not what they are
+        n = int(used[name.split("_")[0]])
+        shift = 1 if name in ("s_off", "r_off") else 0  # offsets in the chunk: the copy has its "[" first
+        np.testing.assert_array_equal(bare.cols[name][:n] + shift, col[:n], err_msg=name)
+    # Brackets, a trailing comma or a cut event are syntax in a bare chunk: refused, never misread.
+    for bad in (b"[" + body + b"]", body + b",", body[:-5]):
+        assert bare.scan(bad, True, bare=True) != 0

@@ -72,9 +72,9 @@ def test_the_trace_really_was_cut_in_many_chunks(tiny_stream, monkeypatch) -> No
     sizes: list[int] = []
     real_add = parser._Builder.add
 
-    def add(self, chunk, items):
+    def add(self, chunk, items, bare=False):
         sizes.append(len(chunk))
-        real_add(self, chunk, items)
+        real_add(self, chunk, items, bare)
 
     monkeypatch.setattr(parser._Builder, "add", add)
     _streamed(path)

@@ -473,16 +473,20 @@ class _Builder:
 
     # -- decoding ---------------------------------------------------------- #
 
-    def add(self, chunk: bytes, items: list[Any] | None) -> None:
+    def add(self, chunk: bytes | memoryview, items: list[Any] | None, bare: bool = False) -> None:
         """Decode and digest one chunk: a JSON array of events.
 
         ``items`` are the chunk's raw items when known; without them a chunk
         that is not valid JSON means its boundaries were guessed wrong.
+        ``bare``: the chunk is the array's events without its brackets (a
+        slice of the file, not copied unless the Python way needs it).
         A chunk the native builder reads is digested there; any chunk it
         refuses (anything it does not fully understand) goes the Python way.
         """
-        if self.native is not None and self.native.digest(self, chunk):
+        if self.native is not None and self.native.digest(self, chunk, bare):
             return
+        if bare:
+            chunk = b"".join((b"[", chunk, b"]"))
         self.flows_aside = None
         events, loose = self._decode(chunk, items)
         self._digest(events, loose)
@@ -982,8 +986,8 @@ def _parse_events(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     builder = _Builder(meta, flows=not defer_flows)
     done, total = 0, len(data)
-    for chunk, items in _chunks(data, raw, by_items):
-        builder.add(chunk, items)
+    for chunk, items, bare in _chunks(data, raw, by_items):
+        builder.add(chunk, items, bare)
         done += len(chunk)
         report("parsing", min(done, total - 1), total)
     report("parsing", total, total)  # the chunks leave out the brackets and what surrounds the events
@@ -1036,8 +1040,8 @@ def _flows_needed(events: pd.DataFrame) -> bool:
 def _flows_only(data: bytes, raw: msgspec.Raw, by_items: bool, t0_us: float) -> pd.DataFrame:
     """The flow events of a document, read in a pass that skips everything else."""
     builder = _Builder(TraceMeta(t0_us=t0_us), events=False)
-    for chunk, items in _chunks(data, raw, by_items):
-        builder.add(chunk, items)
+    for chunk, items, bare in _chunks(data, raw, by_items):
+        builder.add(chunk, items, bare)
     return builder._flow_frame()
 
 
@@ -1062,12 +1066,16 @@ def read_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
             return _flows_only(data, doc.traceEvents, True, t0_us)
 
 
-def _chunks(data: bytes, raw: msgspec.Raw, by_items: bool) -> Iterator[tuple[bytes, list[Any] | None]]:
-    """The ``traceEvents`` array as a sequence of smaller JSON arrays.
+def _chunks(
+    data: bytes, raw: msgspec.Raw, by_items: bool
+) -> Iterator[tuple[bytes | memoryview, list[Any] | None, bool]]:
+    """The ``traceEvents`` array as a sequence of smaller JSON arrays: (chunk, its raw items or None, bare).
 
     The fast way slices the file's bytes at event boundaries found by a
     pattern (`_BETWEEN_EVENTS`); ``by_items`` decodes the array into raw
-    items first (slower, but exact for any layout).
+    items first (slower, but exact for any layout). A slice is given bare
+    (the events without brackets, where they lie in ``data``): the native
+    builder scans it so, and only a chunk it refuses is copied into an array.
     """
     view = memoryview(data)
     start = _offset_in(data, raw)
@@ -1075,7 +1083,7 @@ def _chunks(data: bytes, raw: msgspec.Raw, by_items: bool) -> Iterator[tuple[byt
         items = RAW_LIST_DECODER.decode(raw)
         for i in range(0, len(items), CHUNK_EVENTS):
             part = items[i : i + CHUNK_EVENTS]
-            yield b"[" + b",".join(part) + b"]", part
+            yield b"[" + b",".join(part) + b"]", part, False
         return
     end = start + len(raw) - 1  # the closing bracket
     a = start + 1
@@ -1088,10 +1096,9 @@ def _chunks(data: bytes, raw: msgspec.Raw, by_items: bool) -> Iterator[tuple[byt
         if a == start + 1 and b == end:
             # The whole array in one piece (every small trace, or one that
             # offers no boundary): decoded where it lies, not copied.
-            yield view[start : end + 1], None
+            yield view[start : end + 1], None, False
         else:
-            # One copy (``b"[" + piece + b"]"`` would make two).
-            yield b"".join((b"[", view[a:b], b"]")), None
+            yield view[a:b], None, True
         a = b + 1
 
 
@@ -1517,8 +1524,8 @@ def _stream_into(builder: _Builder, path: str | Path, meta: TraceMeta) -> None:
     del buf
     doc, tail = _decode_document(tail, path, meta)
     _read_document(doc, meta)
-    for chunk, items in _chunks(tail, doc.traceEvents, False):
-        builder.add(chunk, items)
+    for chunk, items, bare in _chunks(tail, doc.traceEvents, False):
+        builder.add(chunk, items, bare)
 
 
 def _add_ready_chunks(builder: _Builder, buf: bytearray) -> None:

@@ -113,8 +113,10 @@ class Digester:
         self.cols = {name: np.empty(int(self.caps[cap]), dtype=dt) for name, dt, cap in COLUMNS}
         self.ptrs = (ctypes.c_void_p * len(COLUMNS))(*[a.ctypes.data for a in self.cols.values()])
 
-    def scan(self, chunk: bytes | memoryview, read_flows: bool, read_events: bool = True) -> int:
-        """Run the scanner over one chunk; 0 when it read every event."""
+    def scan(
+        self, chunk: bytes | memoryview, read_flows: bool, read_events: bool = True, bare: bool = False
+    ) -> int:
+        """Run the scanner over one chunk (``bare``: without the array's brackets); 0 when it read every event."""
         data = np.frombuffer(chunk, dtype=np.uint8)
         n = len(data)
         ev = max(int(self.caps[0]), n // 128 + 64)
@@ -125,7 +127,7 @@ class Digester:
             rc = self.lib.tp_scan(
                 data.ctypes.data,
                 n,
-                int(read_flows) | int(read_events) << 1,
+                int(read_flows) | int(read_events) << 1 | int(bare) << 2,
                 self.ptrs,
                 self.caps.ctypes.data,
                 self.counts.ctypes.data,
@@ -141,9 +143,9 @@ class Digester:
                 raws *= 4
         return _CAPACITY
 
-    def digest(self, b: Builder, chunk: bytes | memoryview) -> bool:
+    def digest(self, b: Builder, chunk: bytes | memoryview, bare: bool = False) -> bool:
         """Digest ``chunk`` into builder ``b`` natively; False (nothing changed) if refused."""
-        rc = self.scan(chunk, b.read_flows or b.flows_aside is not None, b.read_events)
+        rc = self.scan(chunk, b.read_flows or b.flows_aside is not None, b.read_events, bare)
         if rc:
             STATS["refused: " + REASONS.get(rc, str(rc))] += 1
             return False

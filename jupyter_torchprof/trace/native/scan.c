@@ -853,7 +853,10 @@ static int scan_event(Ctx *c, Ev *ev) {
 }
 
 /*
- * Scan one chunk. `mode`: bit 0 read flow events, bit 1 read the others.
+ * Scan one chunk. `mode`: bit 0 read flow events, bit 1 read the others,
+ * bit 2 the chunk is bare: events separated by commas without the array's
+ * brackets (a slice of the file, scanned where it lies instead of copied
+ * into a bracketed array).
  * `col` holds N_COLUMNS pointers (see the enum), `cap` the
  * capacities, `cnt` receives N_COUNTS counts. Returns TP_OK or a refusal.
  */
@@ -869,11 +872,14 @@ int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t 
     memset(cnt, 0, sizeof(int64_t) * N_COUNTS);
     memset(col[S_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_SSLOTS]);
     memset(col[R_SLOTS], 0xFF, sizeof(int32_t) * (size_t)cap[CAP_RSLOTS]);
+    int bare = (mode >> 2) & 1;
     skip_ws(c);
-    if (c->p >= c->end || *c->p != '[') return TP_SYNTAX;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ']') {
+    if (!bare) {
+        if (c->p >= c->end || *c->p != '[') return TP_SYNTAX;
+        c->p++;
+        skip_ws(c);
+    }
+    if (!bare && c->p < c->end && *c->p == ']') {
         c->p++;
     } else {
         for (;;) {
@@ -905,8 +911,8 @@ int tp_scan(const uint8_t *data, int64_t n, int mode, void **col, const int64_t 
                 skip_ws(c);
                 continue;
             }
-            if (c->p < c->end && *c->p == ']') {
-                c->p++;
+            if (bare ? c->p >= c->end : c->p < c->end && *c->p == ']') {
+                c->p += !bare;
                 break;
             }
             rc = TP_SYNTAX;
