@@ -39,3 +39,59 @@ def test_labels_at_without_pyarrow_strings_takes() -> None:
     """An array that is not pyarrow's gets no buffers made: the caller's take answers."""
     strings = pd.array(np.array(["a", "b"], dtype=object), dtype=object)
     assert links._arrow_strings_at(strings, np.array([0, 1, -1])) is None
+
+
+def _subtree_sums_by_level(parent: np.ndarray, depth: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """The pass over every node of each level, deepest first: the oracle of `tree.subtree_sums`."""
+    total = own.astype(np.float64, copy=True)
+    d = np.maximum(depth, 0)
+    order = np.argsort(d, kind="stable")
+    bounds = np.searchsorted(d[order], np.arange(int(d.max(initial=0)) + 2))
+    for level in range(len(bounds) - 2, 0, -1):
+        nodes = order[bounds[level] : bounds[level + 1]]
+        p = parent[nodes]
+        valid = (p >= 0) & (total[nodes] != 0)
+        nodes, p = nodes[valid], p[valid]
+        if len(p):
+            u, inv = np.unique(p, return_inverse=True)
+            total[u] += np.bincount(inv, weights=total[nodes], minlength=len(u))
+    return total
+
+
+def _random_forest(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
+    for i in range(1, n):
+        if rng.random() < 0.85:
+            parent[i] = rng.integers(0, i)
+            depth[i] = depth[parent[i]] + 1
+    device = rng.random(n) < 0.2  # device events: no parent, depth -1
+    parent[device], depth[device] = -1, -1
+    parent[np.isin(parent, np.flatnonzero(device))] = -1
+    depth = np.where(parent < 0, np.where(device, -1, 0), depth)
+    return parent, depth
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_subtree_sums_equals_pass_over_levels(seed: int) -> None:
+    """Visiting only the non-zero nodes gives the same bits as the pass over every node of each level."""
+    from jupyter_torchprof.analysis.tree import subtree_sums
+
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 50, 3000):
+        parent, depth = _random_forest(rng, n)
+        for density in (0.0, 0.05, 0.5, 1.0):
+            own = np.where(rng.random(n) < density, rng.normal(size=n) * 1e3, 0.0)
+            if n and seed % 2:
+                own[rng.integers(0, n, 3)] = np.nan
+                own[rng.integers(0, n)] = -own[rng.integers(0, n)]  # sums that may cancel
+            got = subtree_sums(parent, depth, own)
+            np.testing.assert_array_equal(got, _subtree_sums_by_level(parent, depth, own))
+        # A depth that disagrees with the parents' (not one more than the parent's) is honoured alike.
+        if n:
+            odd = depth.copy()
+            odd[rng.integers(0, n, max(n // 10, 1))] = rng.integers(-1, 5)
+            own = np.where(rng.random(n) < 0.3, rng.random(n), 0.0)
+            np.testing.assert_array_equal(
+                subtree_sums(parent, odd, own), _subtree_sums_by_level(parent, odd, own)
+            )

@@ -16,6 +16,8 @@ TF32). Nothing here reads a view or a file.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -201,11 +203,20 @@ def kernel_shares(
     )
 
 
-def _precisions(dtypes: pd.Series, rows: np.ndarray) -> list[str]:
+def _precisions(dtypes: pd.Series, rows: np.ndarray) -> Any:
     """`precision_of_dtype` of ``dtypes`` at ``rows``, once per distinct element type.
 
-    Only the rows asked for are read: the column holds one string per event.
+    Only the rows asked for are read: the column holds one value per event.
+    A categorical column (`flops.own_estimates`) is read by code, and the
+    answer is a categorical too: a string per kernel row made and checked
+    cost most of the kernel shares.
     """
+    if isinstance(dtypes.dtype, pd.CategoricalDtype):
+        codes = dtypes.cat.codes.to_numpy()[rows].astype(np.int64)
+        # Code -1 (a missing type) reads the sentinel last.
+        labels = [*dtypes.cat.categories.to_numpy(dtype=object).tolist(), np.nan]
+        found, uniq = pd.factorize(np.array([precision_of_dtype(d) for d in labels], dtype=object))
+        return pd.Categorical.from_codes(found[codes], categories=uniq.astype(object))
     codes, uniq = pd.factorize(dtypes.iloc[rows].to_numpy(dtype=object), use_na_sentinel=False)
     found = [precision_of_dtype(d) for d in uniq]
     return [found[c] for c in codes.tolist()]

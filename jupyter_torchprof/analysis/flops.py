@@ -540,7 +540,7 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     if len(rows):
         flops[rows], moved[rows], dtype = _estimates_of_calls(events, rows)
         # The names' test runs on the categories, not on a string per event.
-        deferring = np.asarray(events["name"].isin(list(_DEFERRING)), dtype=bool)
+        deferring = _named(events, _DEFERRING)
         keep = _keep_outermost(deferring, flops, np.asarray(parent))
         flops, moved = np.where(keep, flops, 0.0), np.where(keep, moved, 0.0)
         # Element types by code: a few distinct ones over every event ("" first).
@@ -558,7 +558,17 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
 
 def _candidates(events: pd.DataFrame) -> np.ndarray:
     """The ``cpu_op`` events named in `EST_OPS`."""
-    candidate = np.array(events["name"].isin(list(EST_OPS)), dtype=bool)
+    candidate = _named(events, EST_OPS)
     if "kind" in events:
         candidate &= kind_mask(events, (CPU_OP,))
     return np.flatnonzero(candidate)
+
+
+def _named(events: pd.DataFrame, names: Any) -> np.ndarray:
+    """``events["name"].isin(names)`` as a boolean array, tested once per distinct name where the column is categorical."""
+    col = events["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        # Code -1 (a missing name) reads the False appended last.
+        hit = np.append(col.cat.categories.isin(list(names)), False)
+        return hit[col.cat.codes.to_numpy()]
+    return np.asarray(col.isin(list(names)), dtype=bool)
