@@ -448,8 +448,10 @@ def _flags(
     """``empty``, ``truncated``, ``suspicious`` and ``counted`` per range."""
     n = len(ranges.lo)
     ts = events["ts"].to_numpy()
-    host = np.flatnonzero(K.kind_mask(events, K.HOST_KINDS))
-    host = host[~np.isin(host, ranges.rows)]
+    # The ranges' own rows cleared in the mask (np.isin sorted every host row).
+    is_host = K.kind_mask(events, K.HOST_KINDS)
+    is_host[np.asarray(ranges.rows, dtype=np.int64)] = False
+    host = np.flatnonzero(is_host)
     started = _starts_inside(ts[host], ranges.lo, ranges.hi)
     idle = (started == 0) & (launched == 0)
     # Only trailing ones: the range torch opens after the last step, cut by

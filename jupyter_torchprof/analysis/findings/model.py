@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import categories as K
+from ..coded import CodedNames, coded
 
 HIGH = "high"
 MEDIUM = "medium"
@@ -150,7 +151,7 @@ class Inputs:
     # columns as arrays (shared by the rules)
 
     @cached_property
-    def names(self) -> _Names:
+    def names(self) -> CodedNames:
         """Event names, indexed like an object array (``names[rows]``, ``names[row]``).
 
         Read through the categorical codes: only the rows asked for become
@@ -158,11 +159,11 @@ class Inputs:
         millions of events before any rule ran.
         """
         codes, labels = self._name_codes
-        return _Names(codes, labels)
+        return CodedNames(codes, labels)
 
     @cached_property
     def _name_codes(self) -> tuple[np.ndarray, np.ndarray]:
-        return _coded(self.events["name"])
+        return coded(self.events["name"])
 
     @property
     def name_codes(self) -> np.ndarray:
@@ -246,7 +247,7 @@ class Inputs:
 
     @cached_property
     def _kind_codes(self) -> tuple[np.ndarray, np.ndarray]:
-        return _coded(self.events["kind"])
+        return coded(self.events["kind"])
 
     def kind_of(self, row: int) -> str | None:
         """The kind of event ``row``."""
@@ -462,34 +463,6 @@ class Inputs:
     def op_name(self, row: int) -> str:
         """Name of event ``row`` (empty for -1)."""
         return str(self.names[row]) if row >= 0 else ""
-
-
-class _Names:
-    """Names per row from codes and labels; a missing name reads NaN, as in ``astype(object)``."""
-
-    def __init__(self, codes: np.ndarray, labels: np.ndarray) -> None:
-        self._codes = codes
-        # Code -1 indexes the last entry: the NaN a missing name reads as.
-        self._labels = np.append(labels.astype(object), np.array([np.nan], dtype=object))
-
-    def __len__(self) -> int:
-        return len(self._codes)
-
-    def __getitem__(self, rows: Any) -> Any:
-        return self._labels[self._codes[rows]]
-
-
-def _coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(integer code per row, -1 for none; the label of each code) of a column, categorical or not.
-
-    A categorical's own codes, not copied: a widened copy of ten million
-    cost a tenth of a second per column (pandas sizes them so that code + 1
-    still fits, which `Inputs.name_flags` relies on).
-    """
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy(), col.cat.categories.to_numpy(dtype=object)
-    codes, uniques = pd.factorize(col.astype(object))
-    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
 def limit_rows(rows: Iterable[int], limit: int) -> list[int]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ...trace import categories as K
+from ..coded import CodedNames
 
 #: Bumped when a rule changes what it reports (part of the table cache's fingerprint).
 RULES_VERSION = 2
@@ -66,9 +68,18 @@ class NoteContext:
     device_traced: bool
 
     @cached_property
-    def names(self) -> np.ndarray:
-        """Each event's name (an object array, for comparing with Python strings)."""
-        return self.events["name"].to_numpy(dtype=object)
+    def names(self) -> Any:
+        """Each event's name, indexed like an object array (``names[rows]``, ``names[row]``), for comparing with Python strings.
+
+        Read through the categorical codes (`coded.CodedNames`): the rules
+        look at a few rows each, and an object array of every event's name
+        cost a pass over all of them.
+        """
+        names = self.events["name"]
+        if not isinstance(names.dtype, pd.CategoricalDtype):
+            return names.to_numpy(dtype=object)
+        codes, categories = self.name_codes
+        return CodedNames(codes, categories.to_numpy(dtype=object))
 
     @cached_property
     def kinds(self) -> np.ndarray:
