@@ -94,6 +94,10 @@ def memory_in_intervals(
     hi = count_before(ts, np.asarray(end, np.float64) + tolerance, side="right")
     out = []
     for sel in (on_cpu, ~on_cpu):
+        if not sel.any():
+            # No record on this side: the differences of a sum of zeros.
+            out.append(np.zeros(n))
+            continue
         csum = np.concatenate([[0.0], np.cumsum(np.where(sel, nbytes, 0.0))])
         out.append(csum[hi] - csum[lo])
     return out[0], out[1]

@@ -147,7 +147,12 @@ def _memory_costs(
     ):
         total = np.zeros(n)
         total[host] = inside
-        out[f"self_{label}_bytes"] = np.where(is_host, total - children_sums(parent, total, kids), 0.0)
+        if not inside.any():
+            # No record of this device (a host-only run's device memory): every
+            # self figure is 0, without summing zeros over the tree.
+            out[f"self_{label}_bytes"] = np.zeros(n)
+        else:
+            out[f"self_{label}_bytes"] = np.where(is_host, total - children_sums(parent, total, kids), 0.0)
         out[f"{label}_bytes"] = total
     return out
 
@@ -295,9 +300,13 @@ def _aggregate(
     table["calls"] = np.bincount(group, minlength=len(first)).astype(np.int64)
     # pandas' grouped sum (compensated, in row order) over one integer key:
     # the figures of the grouped aggregation this replaces, bit for bit.
-    sums = pd.DataFrame(values, copy=False).groupby(group, sort=False).sum()
-    for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", *sums.columns):
-        table.setdefault(col, sums[col].to_numpy())
+    # A float column of zeros (device memory of a host-only trace, or no
+    # memory recorded) sums to 0 in every group: no pass of pandas for it.
+    zero = [c for c, v in values.items() if v.dtype == np.float64 and not v.any()]
+    summed = {c: v for c, v in values.items() if c not in zero}
+    sums = pd.DataFrame(summed, copy=False).groupby(group, sort=False).sum() if summed else pd.DataFrame()
+    for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", *values):
+        table.setdefault(col, np.zeros(len(first)) if col in zero else sums[col].to_numpy())
     return table
 
 

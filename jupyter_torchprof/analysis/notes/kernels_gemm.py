@@ -119,14 +119,15 @@ def _blocks(grid: object) -> int | None:
 def gemm_tile(ctx: NoteContext) -> list[Hit]:
     """GEMM/convolution kernels whose names give their output tile, with the blocks the launch had."""
     hits = []
-    grids = ctx.events["grid"].astype(object).to_numpy() if "grid" in ctx.events else None
+    # Read at the first call of each kernel only (not a conversion of the column).
+    grids = ctx.events["grid"] if "grid" in ctx.events else None
     for name, row in first_call(ctx).items():
         described = describe_kernel(name)
         if not described.tile or described.family.lower() not in ("gemm", "convolution"):
             continue
         m, n = described.tile.split("x")[:2]
         text = f"tile {m}x{n}: each block computes {m}x{n} of the output"
-        blocks = _blocks(grids[row]) if grids is not None else None
+        blocks = _blocks(grids.iloc[row]) if grids is not None else None
         if blocks is not None:
             text += f"; {blocks} block{'s' if blocks != 1 else ''}"
         hits.append(Hit(KERNELS, name, GEMM_TILE.id, text, row))
