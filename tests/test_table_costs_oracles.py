@@ -95,3 +95,31 @@ def test_subtree_sums_equals_pass_over_levels(seed: int) -> None:
             np.testing.assert_array_equal(
                 subtree_sums(parent, odd, own), _subtree_sums_by_level(parent, odd, own)
             )
+
+
+def _kernel_names() -> list[str]:
+    """Every device activity's name in the test traces, and generated kernels' names."""
+    from pathlib import Path
+
+    import jupyter_torchprof
+    from jupyter_torchprof.trace import categories as K
+
+    names = {
+        "triton_poi_fused_add_mul_0", "triton_red_fused_sum_1", "triton_tem_fused_mm_2", "triton_xyz_fused_3",
+        "cpp_fused_relu_4", "ncclKernel_AllReduce_RING_LL_Sum_float", "triton_poi_fused_all_reduce_5",
+        "cpp_fused_nccl_all_gather_6", "Memcpy DtoH (Device -> Pinned)", "Memset (Device)", "",
+    }  # fmt: skip
+    for path in sorted((Path(__file__).parent / "data" / "kineto").rglob("*.json.gz")):
+        events = jupyter_torchprof.load(str(path)).parsed_events
+        rows = np.flatnonzero(K.kind_mask(events, K.DEVICE_ACTIVITY))
+        names.update(str(n) for n in events["name"].iloc[rows].dropna().unique())
+    return sorted(names)
+
+
+def test_family_of_equals_describe_kernel() -> None:
+    """The family alone is the family `describe_kernel` gives, on every kernel name of the test traces."""
+    from jupyter_torchprof.analysis.names import describe_kernel, family_of
+
+    names = _kernel_names()
+    assert len(names) > 50
+    assert [family_of(n) for n in names] == [describe_kernel(n).family for n in names]

@@ -386,6 +386,22 @@ def readable_op(name: str) -> str:
     return f"fused kernel: {', '.join(fused_ops_of(d.group('rest')))}"
 
 
+def family_of(name: str) -> str:
+    """``describe_kernel(name).family`` alone, without demangling or shortening the name.
+
+    Generated kernels (Triton, Inductor C++) by their prefix, the others by
+    the rule table (`categories.name_family`), as `describe_kernel` decides
+    (tested equal on every kernel name of the test traces).
+    """
+    name = str(name)
+    m = _TRITON.match(name)
+    if m:
+        return f"triton {TRITON_KINDS.get(m.group('kind'), 'kernel')}"
+    if _CPP_INDUCTOR.match(name):
+        return "inductor cpp"
+    return _family(name)
+
+
 def describe_kernel(name: str, max_len: int = 80) -> KernelName:
     """Short name, family and what else the name tells (see `KernelName`)."""
     return _describe(str(name), int(max_len))

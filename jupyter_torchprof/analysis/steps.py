@@ -34,7 +34,7 @@ from .kernels import (
     overlap_per_window,
     union_length,
 )
-from .names import describe_kernel
+from .names import family_of
 from .tree import lane_keys
 
 #: At most 18 digits: every such number fits in int64 (a longer one is a name, not a step).
@@ -518,10 +518,7 @@ def _kind_weights(events: pd.DataFrame, act: np.ndarray) -> dict[str, np.ndarray
     cats = events["name"].cat.categories
     used = np.unique(names)
     comm = np.zeros(len(cats) + 1, dtype=bool)
-    comm[used] = [
-        used_code >= 0 and describe_kernel(str(cats[used_code])).family == "communication"
-        for used_code in used
-    ]
+    comm[used] = [used_code >= 0 and family_of(str(cats[used_code])) == "communication" for used_code in used]
     is_comm = comm[names]
     is_kernel = kind == K.KIND_INDEX[K.KERNEL]
     return {

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ...format import fmt_time
 from ...trace import categories as K
-from ..names import describe_kernel
+from ..names import family_of
 from .intervals import merge, overlap_with
 from .model import HIGH, MEDIUM, NOT_CHECKED, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
@@ -26,7 +26,7 @@ from .thresholds import Thresholds
 
 def is_communication(name: str) -> bool:
     """Whether a kernel is a collective / point-to-point communication kernel."""
-    return describe_kernel(name).family == "communication"
+    return family_of(name) == "communication"
 
 
 def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...format import fmt_time
 from ...trace import categories as K
-from ..names import describe_kernel
+from ..names import describe_kernel, family_of
 from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
 
@@ -82,7 +82,7 @@ def _kernel_rows(inp: Inputs) -> np.ndarray:
     rows = np.flatnonzero(inp.is_kind(K.KERNEL))
     if inp.has_steps and len(rows):
         rows = rows[inp.launched_in_steps(rows)]
-    return rows[~inp.name_flags(rows, lambda name: describe_kernel(name).family == "communication")]
+    return rows[~inp.name_flags(rows, lambda name: family_of(name) == "communication")]
 
 
 def _spread_launches(
