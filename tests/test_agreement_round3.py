@@ -252,8 +252,31 @@ def forked_allocation() -> Callable[[], object]:
     return step
 
 
+def _trace_totals(path: Path) -> dict:
+    """Total duration (µs) per (name, is it a user annotation), summed straight from the trace JSON."""
+    totals: dict = {}
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+            key = (e["name"], e["cat"] == "user_annotation")
+            totals[key] = totals.get(key, 0.0) + e["dur"]
+    return totals
+
+
+def _trace_memory(path: Path, name: str, cat: str) -> int:
+    """Bytes allocated, on any thread, inside the intervals of the ``name`` events, straight from the trace JSON."""
+    doc = json.loads(path.read_text())
+    spans = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and e.get("name") == name and e.get("cat") == cat
+    ]
+    allocs = [(e["ts"], e["args"]["Bytes"]) for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    return sum(b for s, e in spans for t, b in allocs if s <= t <= e)
+
+
 def test_memory_allocated_on_another_thread_matches_key_averages(tmp_path):
-    theirs, ours = _capture(forked_allocation(), tmp_path / "forked.json")
+    path = tmp_path / "forked.json"
+    theirs, ours = _capture(forked_allocation(), path)
     ev = ours.events
     mem = ours.memory_events
     main_tid = ev.loc[ev["name"] == "wait", "tid"].iloc[0]
@@ -265,7 +288,36 @@ def test_memory_allocated_on_another_thread_matches_key_averages(tmp_path):
     # self time is its whole time), while our call tree, built from the
     # trace's intervals, does. On a loaded machine torch's tree sometimes
     # matches ours, so the self columns are not a stable oracle here.
-    _assert_rows_equal(theirs, ours.op_table(flops=True), selfs=False)
+    #
+    # On a loaded machine torch's exported trace can also disagree with its
+    # own key_averages() about one call of the TorchScript function that
+    # waits on the fork: the JSON gave one `_fork_and_wait` 238 µs, ending
+    # after the record_function around it (37 µs), where key_averages()
+    # counted 32 µs (and so left out an allocation the file's interval
+    # holds). Our table reads the file, so for such a row (and only for the
+    # functions of this fork) the oracle of its total time and its memory is
+    # the file itself; its calls and FLOPs are still held to key_averages().
+    table = ours.op_table(flops=True)
+    in_file = _trace_totals(path)
+    fork_rows = {("_fork_and_wait", False), ("<forked function>", False), ("wait", True)}
+    exported_differently = {
+        key
+        for ev in theirs
+        if (key := (ev.key, bool(ev.is_user_annotation))) in fork_rows
+        and not _close(in_file.get(key, 0.0), ev.cpu_time_total)
+    }
+    rows = _ours_by_key(table)
+    for key in exported_differently:
+        assert _close(rows[key]["cpu_total_us"], in_file[key]), key
+        cat = "user_annotation" if key[1] else "cpu_op"
+        assert rows[key]["cpu_mem_bytes"] == _trace_memory(path, key[0], cat), key
+    checked = [ev for ev in theirs if (ev.key, bool(ev.is_user_annotation)) not in exported_differently]
+    _assert_rows_equal(checked, table[[k not in exported_differently for k in rows]], selfs=False)
+    for ev in theirs:  # the rows whose total was checked against the file: every other column
+        key = (ev.key, bool(ev.is_user_annotation))
+        if key in exported_differently:
+            left = _mismatches(rows[key], ev, selfs=False)
+            assert not [m for m in left if not m.startswith(("cpu_total_us", "cpu_mem_bytes"))], left
 
 
 def test_memory_in_an_interval_counts_every_thread(tmp_path):
@@ -274,12 +326,11 @@ def test_memory_in_an_interval_counts_every_thread(tmp_path):
     _, ours = _capture(forked_allocation(), path)
     doc = json.loads(path.read_text())
     spans = [
-        (e["ts"], e["ts"] + e["dur"])
+        e
         for e in doc["traceEvents"]
         if e.get("ph") == "X" and e.get("name") == "_fork_and_wait" and e.get("cat") == "cpu_op"
     ]
-    allocs = [(e["ts"], e["args"]["Bytes"]) for e in doc["traceEvents"] if e.get("name") == "[memory]"]
-    expected = sum(b for s, e in spans for t, b in allocs if s <= t <= e)
+    expected = _trace_memory(path, "_fork_and_wait", "cpu_op")
     row = ours.ops.set_index(["name", "kind"]).loc[("_fork_and_wait", "cpu_op")]
     assert len(spans) == ACTIVE_STEPS
     assert row["cpu_mem_bytes"] == expected
