@@ -30,7 +30,7 @@ META_FIELDS = (
 
 @pytest.fixture
 def tiny_stream(monkeypatch):
-    """Pieces of 4 KiB, chunks of 16 KiB and a 32 KiB tail: many of each on every real trace."""
+    """Pieces of 4 KiB, chunks of 16 KiB, a 32 KiB tail and a 48 KiB window: many of each on every real trace."""
     _tiny(monkeypatch)
 
 
@@ -57,6 +57,8 @@ def _tiny(monkeypatch) -> None:
     monkeypatch.setattr(reader, "_CHUNK", 4096)
     monkeypatch.setattr(parser, "CHUNK_BYTES", 16 << 10)
     monkeypatch.setattr(parser, "STREAM_TAIL_BYTES", 32 << 10)
+    # Smaller than what it must hold: it grows once, then moves its bytes to the front.
+    monkeypatch.setattr(parser, "WINDOW_BYTES", 48 << 10)
 
 
 @pytest.mark.parametrize("name", TRACES)

@@ -88,6 +88,7 @@ from .schema import (
     TraceDocument,
 )
 from .spill import spill_details
+from .window import ByteWindow
 
 #: Durations above this (one day, in µs) are not real measurements.
 MAX_DURATION_US = 86_400e6
@@ -1443,6 +1444,8 @@ GZIP_RATIO = 12
 #: Bytes kept back from the chunks while streaming: the end of the events
 #: array and the keys after it are found in the last of these (`_TAIL_WINDOWS`).
 STREAM_TAIL_BYTES = _TAIL_WINDOWS[-1] + (1 << 20)
+#: The streaming window's first size: two pieces read, a tail and two chunks fit.
+WINDOW_BYTES = 48 << 20
 
 
 class _NotStreamable(Exception):
@@ -1504,39 +1507,42 @@ def _streamed_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
 def _stream_into(builder: _Builder, path: str | Path, meta: TraceMeta) -> None:
     """Feed the events of the file at ``path`` to ``builder`` as it is read; read its top level into ``meta``."""
     prefix: bytes | None = None
-    buf = bytearray()
+    window = ByteWindow(WINDOW_BYTES)
     for piece in read_ahead(iter_trace_bytes(path, phase="parsing")):
-        buf += piece
+        window.append(piece)
+        del piece
         if prefix is None:
-            m = _EVENTS_KEY.search(buf, 0, 1 << 20)
+            m = _EVENTS_KEY.search(window.buf, window.lo, min(window.hi, window.lo + (1 << 20)))
             if m is None:
-                if len(buf) >= 1 << 20:
+                if len(window) >= 1 << 20:
                     raise _NotStreamable
                 continue
-            prefix = bytes(buf[: m.end()])
-            del buf[: m.end()]
-        _add_ready_chunks(builder, buf)
+            prefix = window.take(m.end())
+        _add_ready_chunks(builder, window)
     if prefix is None:
         raise _NotStreamable
     # The head and what is left (the last events, the array's end, the
     # keys after it) make a small document of the same shape.
-    tail = prefix + bytes(buf)
-    del buf
+    tail = prefix + window.take(window.hi)
+    del window
     doc, tail = _decode_document(tail, path, meta)
     _read_document(doc, meta)
     for chunk, items, bare in _chunks(tail, doc.traceEvents, False):
         builder.add(chunk, items, bare)
 
 
-def _add_ready_chunks(builder: _Builder, buf: bytearray) -> None:
-    """Parse the chunks of ``buf`` (events after the array's ``[``) that the tail does not need; drop them."""
-    while len(buf) > STREAM_TAIL_BYTES + 2 * CHUNK_BYTES:
-        m = _BETWEEN_EVENTS.search(buf, CHUNK_BYTES, len(buf) - STREAM_TAIL_BYTES)
+def _add_ready_chunks(builder: _Builder, window: ByteWindow) -> None:
+    """Parse the chunks of ``window`` (events after the array's ``[``) that the tail does not need; consume them.
+
+    Each chunk is scanned bare, where it lies in the window (`_Builder.add`).
+    """
+    buf = window.buf
+    while len(window) > STREAM_TAIL_BYTES + 2 * CHUNK_BYTES:
+        m = _BETWEEN_EVENTS.search(buf, window.lo + CHUNK_BYTES, window.hi - STREAM_TAIL_BYTES)
         if m is None:
             return  # one event longer than a chunk: wait for more
         b = buf.index(b",", m.start(), m.end())
-        view = memoryview(buf)
-        chunk = b"".join((b"[", view[:b], b"]"))
-        view.release()
-        builder.add(chunk, None)
-        del buf[: b + 1]
+        chunk = window.view(window.lo, b)
+        builder.add(chunk, None, True)
+        chunk.release()
+        window.lo = b + 1
