@@ -218,7 +218,25 @@ def test_dense_numbers_are_factorize():
     for _ in range(500):
         n, span = int(rng.integers(0, 200)), int(rng.integers(1, 50))
         values = rng.integers(0, span, n)
-        numbers, groups = ops_mod._dense_numbers(values, span)
+        numbers, groups, firsts = ops_mod._dense_numbers(values, span)
         expected, uniques = pd.factorize(values)
         np.testing.assert_array_equal(numbers, expected)
         assert groups == len(uniques)
+        # Where each number first appears, in number order.
+        np.testing.assert_array_equal(firsts, [int(np.flatnonzero(expected == g)[0]) for g in range(groups)])
+
+
+def test_group_codes_firsts_are_the_running_maximum_steps():
+    """The first row of each group, from the table of first positions or (hashed keys) the running maximum."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(0, 300))
+        keys = [rng.integers(-1, int(rng.integers(1, 40)), n) for _ in range(int(rng.integers(1, 4)))]
+        if rng.random() < 0.3 and n:
+            keys.append(rng.integers(-1, 10**7, n))  # a wide key: the factorize path
+        group, firsts = ops_mod._group_codes(keys)
+        expected, uniques = pd.factorize(pd.MultiIndex.from_arrays(keys)) if n else (np.array([], int), [])
+        np.testing.assert_array_equal(group, expected)
+        np.testing.assert_array_equal(
+            firsts, [int(np.flatnonzero(expected == g)[0]) for g in range(len(uniques))]
+        )

@@ -123,3 +123,49 @@ def test_family_of_equals_describe_kernel() -> None:
     names = _kernel_names()
     assert len(names) > 50
     assert [family_of(n) for n in names] == [describe_kernel(n).family for n in names]
+
+
+def _has_ancestor_walk(parent: np.ndarray, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """One row at a time up the tree (512 levels at most): the oracle of `findings.cpu.has_ancestor`."""
+    out = np.zeros(len(rows), dtype=bool)
+    for i, row in enumerate(rows.tolist()):
+        at = int(parent[row])
+        for _ in range(512):
+            if at < 0:
+                break
+            if mask[at]:
+                out[i] = True
+                break
+            at = int(parent[at])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_has_ancestor_equals_walk(seed: int) -> None:
+    """The parents' answer first, then the climb of the rest: what a walk up from each row finds."""
+    from types import SimpleNamespace
+
+    from jupyter_torchprof.analysis.findings.cpu import has_ancestor
+
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 40, 2000):
+        parent, _ = _random_forest(rng, n)
+        if n > 3 and seed == 3:
+            parent[1], parent[2] = 2, 1  # a cycle (a corrupt tree): the depth guard ends it
+        mask = rng.random(n) < 0.3
+        rows = np.flatnonzero(rng.random(n) < 0.7)
+        got = has_ancestor(SimpleNamespace(parent=parent), rows, mask)
+        np.testing.assert_array_equal(got, _has_ancestor_walk(parent, rows, mask))
+
+
+@pytest.mark.parametrize("groups", [1, 66, 40_000])
+def test_order_by_group_is_lexsort(groups: int) -> None:
+    """Two stable sorts give lexsort's order exactly, NaN and ties included."""
+    from jupyter_torchprof.analysis.kernels import order_by_group
+
+    rng = np.random.default_rng(groups)
+    for n in (0, 1, 5000):
+        group = rng.integers(0, groups, n)
+        values = np.round(rng.exponential(5.0, n), 1)
+        values[rng.random(n) < 0.05] = np.nan
+        np.testing.assert_array_equal(order_by_group(group, values), np.lexsort((values, group)))

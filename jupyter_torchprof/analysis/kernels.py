@@ -27,6 +27,20 @@ def activity_rows(events: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(K.kind_mask(events, K.DEVICE_ACTIVITY))
 
 
+def order_by_group(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.lexsort((values, group))``: by group, then value (NaN last), ties by position.
+
+    Two stable sorts, the value's and then the group's, give the same order;
+    groups numbered below 2**15 sort by radix as ``int16``, where the
+    lexsort merge-sorted both keys.
+    """
+    order = np.argsort(values, kind="stable")
+    key = group[order]
+    if len(key) and key.min() >= 0 and key.max() < 2**15:
+        key = key.astype(np.int16)
+    return order[np.argsort(key, kind="stable")]
+
+
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals as disjoint, sorted blocks ``(starts, ends)``.
 
@@ -223,7 +237,7 @@ def _duration_columns(
     calls = np.bincount(inv, minlength=g)
     total = np.bincount(inv, weights=dur, minlength=g)
     # Order statistics from one sort: by group, then by duration.
-    order = np.lexsort((dur, inv))
+    order = order_by_group(inv, dur)
     sorted_dur = dur[order]
     first = np.searchsorted(inv[order], np.arange(g), side="left")
     last = first + calls - 1

@@ -313,25 +313,33 @@ def _aggregate(
 def _group_codes(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Group number of each row over the key columns (numbered by first appearance), and each group's first row."""
     n = len(keys[0])
-    group = np.zeros(n, dtype=np.int64)
+    group: np.ndarray | None = None
     groups = 1
+    firsts: np.ndarray | None = None
     for codes in keys:
         # Pairs of (group so far, code) as one integer, numbered in order of
-        # first appearance, in linear time (no sort).
+        # first appearance, in linear time (no sort). The first key is its
+        # codes alone (every row is in group 0 before it).
         width = int(codes.max(initial=0)) + 2
-        combined = group * width + (codes.astype(np.int64) + 1)
+        shifted = codes.astype(np.int64) + 1
+        combined = shifted if group is None else group * width + shifted
         if groups * width <= max(4 * n, 1 << 16):
-            group, groups = _dense_numbers(combined, groups * width)
+            group, groups, firsts = _dense_numbers(combined, groups * width)
         else:
             group, uniques = pd.factorize(combined)
-            groups = len(uniques)
-    running = np.maximum.accumulate(group) if len(group) else group
-    first = np.flatnonzero(np.r_[True, running[1:] > running[:-1]]) if len(group) else group
-    return group, first[:groups]
+            groups, firsts = len(uniques), None
+    if group is None:
+        group = np.zeros(n, dtype=np.int64)
+    if firsts is None:
+        # Groups are numbered by first appearance: each starts where the
+        # running maximum of the numbers first reaches it.
+        running = np.maximum.accumulate(group) if len(group) else group
+        firsts = np.flatnonzero(np.r_[True, running[1:] > running[:-1]]) if len(group) else group
+    return group, firsts[:groups]
 
 
-def _dense_numbers(values: np.ndarray, span: int) -> tuple[np.ndarray, int]:
-    """``pd.factorize(values)`` for integers in ``[0, span)``: numbers in order of first appearance, and how many.
+def _dense_numbers(values: np.ndarray, span: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """``pd.factorize(values)`` for integers in ``[0, span)``: numbers in order of first appearance, how many, and where each first appears.
 
     Each value's first position by one ``np.minimum.at`` over a table of
     ``span`` slots: on ten million rows, hashing them (factorize) cost
@@ -344,7 +352,7 @@ def _dense_numbers(values: np.ndarray, span: int) -> tuple[np.ndarray, int]:
     present = present[np.argsort(first[present], kind="stable")]
     number = np.zeros(span, dtype=np.int64)
     number[present] = np.arange(len(present))
-    return number[values], len(present)
+    return number[values], len(present), first[present]
 
 
 def _add_shares_and_means(table: dict[str, np.ndarray]) -> None:

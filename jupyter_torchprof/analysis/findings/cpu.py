@@ -96,11 +96,18 @@ def has_ancestor(inp: Inputs, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Which of ``rows`` have a host ancestor whose ``mask`` is True."""
     parent = inp.parent
     out = np.zeros(len(rows), dtype=bool)
-    # Only the rows still climbing: one whose ancestor matched, or that
-    # reached the root, has its answer and leaves the walk.
-    idx = np.arange(len(rows))
-    anc = parent[rows] if len(rows) else rows
-    for _ in range(512):  # depth guard against a corrupt tree
+    if not len(rows):
+        return out
+    # The parents first, for every row at once (most ops have an op for a
+    # parent: their answer, without numbering and compacting every row).
+    anc = parent[rows]
+    up = anc >= 0
+    out[up] = mask[anc[up]]
+    # Then only the rows still climbing: one whose ancestor matched, or
+    # that reached the root, has its answer and leaves the walk.
+    idx = np.flatnonzero(up & ~out)
+    anc = parent[anc[idx]]
+    for _ in range(511):  # depth guard against a corrupt tree (512 levels in all)
         live = anc >= 0
         idx, anc = idx[live], anc[live]
         if not len(idx):

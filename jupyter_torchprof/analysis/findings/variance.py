@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...format import fmt_time
 from ...trace import categories as K
+from ..kernels import order_by_group
 from ..names import describe_kernel, family_of
 from .model import INFO, MEDIUM, Finding, Inputs, limit_rows
 from .thresholds import Thresholds
@@ -106,7 +107,7 @@ def _spread_launches(
     size = np.bincount(inv, minlength=g)
     # Median and max from one sort by group, then duration; the median of an
     # even count is the mean of the two middle values, as pandas computes it.
-    order = np.lexsort((dur, inv))
+    order = order_by_group(inv, dur)
     ordered = dur[order]
     first = np.searchsorted(inv[order], np.arange(g), side="left")
     median = (ordered[first + (size - 1) // 2] + ordered[first + size // 2]) / 2
