@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from base_tree import compile_tree, installed_like
+
 TABLES = ("ops", "kernels", "launches", "steps", "findings")
 
 
@@ -63,7 +65,7 @@ def _child(path: str, tables: list[str], warmup: bool) -> dict:
 
 def run_child(path: Path, source: Path, tables: list[str], warmup: bool) -> dict:
     """One measuring child importing the package from ``source``; its JSON, or ``{"failed": ...}``."""
-    env = dict(os.environ, PYTHONPATH=str(source.resolve()))
+    env = installed_like(dict(os.environ, PYTHONPATH=str(source.resolve())))
     args = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--tables", ",".join(tables)]
     proc = subprocess.run(
         args + ([] if warmup else ["--no-warmup"]),
@@ -136,6 +138,8 @@ def main() -> None:
     if not args.trace:
         raise SystemExit("give at least one --trace FILE")
     sources = [Path(s) for s in (args.source or ["."])]
+    for source in sources:
+        compile_tree(source)
     for trace in args.trace:
         # absolute: each child runs in its source tree
         path = Path(trace).resolve()
