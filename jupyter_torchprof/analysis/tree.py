@@ -507,9 +507,12 @@ def folded_into(
         return out
     up = parent[kids]
     n_children = np.bincount(up, minlength=n)
-    # Checked on the nodes with a parent only (the others never fold).
+    # Checked on the nodes with a parent only (the others never fold), and
+    # the names only where the parent has this one child.
+    only = n_children[up] == 1
+    kids, up = kids[only], up[only]
     code = name_code[kids]
-    rows = kids[(n_children[up] == 1) & (code >= 0) & (code == name_code[up])]
+    rows = kids[(code >= 0) & (code == name_code[up])]
     if not len(rows):
         return out
     folded = np.zeros(n, dtype=bool)
