@@ -158,7 +158,9 @@ def assign_to_steps(
     return out
 
 
-def queued_before_trace(events: pd.DataFrame, links: pd.DataFrame, act: np.ndarray) -> np.ndarray:
+def queued_before_trace(
+    events: pd.DataFrame, links: pd.DataFrame, act: np.ndarray, sources: np.ndarray | None = None
+) -> np.ndarray:
     """Which device activities (of ``act``) were queued before the trace started.
 
     Such work has no recorded launch and a correlation id below that of the
@@ -166,6 +168,7 @@ def queued_before_trace(events: pd.DataFrame, links: pd.DataFrame, act: np.ndarr
     when it was launched (HTA gives it iteration -1). Work without any
     correlation id (XPlane ops, Neuron executions, MTIA ccp events), or in a
     trace with no runtime launch to compare with, is not called queued.
+    ``sources``: `launch_sources` of ``act``, where the caller has them.
     """
     out = np.zeros(len(act), dtype=bool)
     corr = events["correlation"].to_numpy()
@@ -174,7 +177,9 @@ def queued_before_trace(events: pd.DataFrame, links: pd.DataFrame, act: np.ndarr
         return out
     first = corr[rt].min()
     c = corr[act]
-    return (launch_sources(events, links, act) < 0) & (c >= 0) & (c < first)
+    if sources is None:
+        sources = launch_sources(events, links, act)
+    return (sources < 0) & (c >= 0) & (c < first)
 
 
 def device_steps(
@@ -207,7 +212,7 @@ def device_steps(
     lane[ok] = lanes[src[ok]]
     t[~ok] = events["ts"].to_numpy()[act[~ok]]
     # NaN matches no range: queued work stays out of every step.
-    t[queued_before_trace(events, links, act)] = np.nan
+    t[queued_before_trace(events, links, act, src)] = np.nan
     return assign_to_steps(t, lane, ranges)
 
 
@@ -376,8 +381,10 @@ def _launched_figures(
     has = count > 0
     start = np.where(has, first, np.nan)
     end = np.where(has, last, np.nan)
+    # The owners and durations of the launched work gathered once for the four kinds.
+    own, took = owner[mine], (d_e - d_s)[mine]
     by_kind = {
-        col: np.bincount(owner[mine], weights=(d_e - d_s)[mine] * w[mine], minlength=n)
+        col: np.bincount(own, weights=took * w[mine], minlength=n)
         for col, w in _kind_weights(events, act).items()
     }
     return {
@@ -664,8 +671,9 @@ def _device_accounting(
 ) -> dict[str, Any]:
     """Where every device activity went: counted steps, left-out steps, outside, queued, unlinked."""
     act = activity_rows(events)
-    unlinked = launch_sources(events, links, act) < 0
-    queued = queued_before_trace(events, links, act)
+    sources = launch_sources(events, links, act)
+    unlinked = sources < 0
+    queued = queued_before_trace(events, links, act, sources)
     in_counted = np.isin(owner, np.flatnonzero(steps["counted"].to_numpy(bool)))
     parts = {
         "in_steps": in_counted,
