@@ -169,3 +169,19 @@ def test_order_by_group_is_lexsort(groups: int) -> None:
         values = np.round(rng.exponential(5.0, n), 1)
         values[rng.random(n) < 0.05] = np.nan
         np.testing.assert_array_equal(order_by_group(group, values), np.lexsort((values, group)))
+
+
+def test_event_lanes_group_as_lane_keys() -> None:
+    """Packed (pid, tid) numbers group the events exactly as `tree.lane_keys` does, ids that do not pack included."""
+    from jupyter_torchprof.analysis.steps import event_lanes
+    from jupyter_torchprof.analysis.tree import lane_keys
+
+    rng = np.random.default_rng(11)
+    for pids, tids in (([0, 7, 4242], [7, 4250, 2**32 - 1]), ([-1, 3], [5, 6]), ([1, 2], [-5, 2**40])):
+        for n in (0, 1, 3000):
+            events = pd.DataFrame({"pid": rng.choice(pids, n), "tid": rng.choice(tids, n)})
+            got = event_lanes(events)
+            want = lane_keys(events["pid"].to_numpy(), events["tid"].to_numpy())
+            assert got.dtype == np.int64 and len(got) == n
+            # The same partition: each lane of one is one lane of the other.
+            np.testing.assert_array_equal(pd.factorize(got)[0], pd.factorize(want)[0])
