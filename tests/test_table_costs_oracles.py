@@ -15,14 +15,19 @@ from jupyter_torchprof.analysis import links
 LABELS = ["", "cudaLaunchKernel", "void at::native::elementwise_kernel<128, 4>", "é→ñ 名前", "x" * 300]
 
 
+@pytest.mark.parametrize(
+    "labels", [LABELS, ["kernel", "memcpy", "memset"], ["correlation"], ["é", "ñ"], ["abc", "x", "def"]]
+)
 @pytest.mark.parametrize("missing_share", [0.0, 0.3, 1.0])
-def test_labels_at_equals_take(missing_share: float) -> None:
+def test_labels_at_equals_take(missing_share: float, labels: list[str]) -> None:
     """The string column made from numpy buffers is what pandas' take makes of the same codes."""
     pytest.importorskip("pyarrow")
     rng = np.random.default_rng(7)
-    labels = pd.Index(LABELS)
+    labels = pd.Index(labels)
     for n, dtype in ((0, np.int64), (1, np.int8), (5000, np.int8), (5000, np.int64)):
-        codes = rng.integers(0, len(LABELS), n).astype(dtype)
+        codes = rng.integers(0, len(labels), n).astype(dtype)
+        if len(labels) == 3 and labels[1] == "x" and n > 1:
+            codes[codes == 1] = 0  # only the labels of one length are used
         codes[rng.random(n) < missing_share] = -1
         got = links._labels_at(labels, codes)
         strings = pd.array(np.asarray(labels, dtype=object), dtype="str")
