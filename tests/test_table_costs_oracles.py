@@ -190,3 +190,16 @@ def test_event_lanes_group_as_lane_keys() -> None:
             assert got.dtype == np.int64 and len(got) == n
             # The same partition: each lane of one is one lane of the other.
             np.testing.assert_array_equal(pd.factorize(got)[0], pd.factorize(want)[0])
+
+
+def test_idle_lengths_are_idle_segments_lengths() -> None:
+    """The gap lengths alone equal the lengths of the gaps `idle_segments` finds, bit for bit."""
+    from jupyter_torchprof.analysis.findings.intervals import idle_lengths, idle_segments
+
+    rng = np.random.default_rng(13)
+    for n in (0, 1, 2, 50, 2000):
+        start = np.round(rng.uniform(0, 1000, n), 3)
+        end = start + np.round(rng.exponential(2.0, n), 3)
+        for lo, hi in ((0.0, 1000.0), (100.5, 250.25), (2000.0, 3000.0), (-5.0, 0.5)):
+            gs, ge, _, _ = idle_segments(start, end, lo, hi)
+            np.testing.assert_array_equal(idle_lengths(start, end, lo, hi), ge - gs)

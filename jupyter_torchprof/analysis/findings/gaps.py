@@ -21,7 +21,7 @@ import pandas as pd
 
 from ...format import fmt_time
 from ...trace import categories as K
-from .intervals import idle_segments, merge
+from .intervals import idle_lengths, idle_segments, merge
 from .model import HIGH, INFO, MEDIUM, SEVERITIES, Finding, Inputs, limit_rows
 from .sync import is_blocking_call
 from .thresholds import Thresholds
@@ -181,8 +181,7 @@ def _largest_gap(inp: Inputs, rows: np.ndarray) -> float:
     sizes = []
     for lo, hi in inp.windows:
         first, last = int(np.searchsorted(s, lo - reach)), int(np.searchsorted(s, hi))
-        gs, ge, _, _ = idle_segments(s[first:last], e[first:last], lo, hi)
-        sizes.append(ge - gs)
+        sizes.append(idle_lengths(s[first:last], e[first:last], lo, hi))
     size = np.concatenate(sizes) if sizes else np.array([])
     known = size[~np.isnan(size)]
     return float(known.max()) if len(known) else 0.0

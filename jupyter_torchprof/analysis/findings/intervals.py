@@ -39,6 +39,22 @@ def overlap_with(bs: np.ndarray, be: np.ndarray, start: np.ndarray, end: np.ndar
     return covered_until(bs, be, end) - covered_until(bs, be, start)
 
 
+def idle_lengths(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """The lengths of `idle_segments` (``gap_end - gap_start``), without finding the intervals around each gap."""
+    keep = np.flatnonzero((end > lo) & (start < hi))
+    if len(keep) == 0:
+        return np.array([hi]).astype(np.float64) - np.array([lo]).astype(np.float64)
+    order = keep[np.argsort(start[keep], kind="stable")]
+    s = np.clip(start[order], lo, hi).astype(np.float64, copy=False)
+    e_acc = np.maximum.accumulate(np.clip(end[order], lo, hi).astype(np.float64, copy=False))
+    inner = np.flatnonzero(s[1:] > e_acc[:-1])
+    head = s[0] > lo
+    tail = e_acc[-1] < hi
+    gap_start = np.concatenate([[lo] if head else [], e_acc[inner], [float(e_acc[-1])] if tail else []])
+    gap_end = np.concatenate([s[:1] if head else [], s[inner + 1], [hi] if tail else []])
+    return gap_end.astype(np.float64) - gap_start.astype(np.float64)
+
+
 def idle_segments(
     start: np.ndarray, end: np.ndarray, lo: float, hi: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
