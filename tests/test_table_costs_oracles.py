@@ -176,7 +176,8 @@ def test_order_by_group_is_lexsort(groups: int) -> None:
         np.testing.assert_array_equal(order_by_group(group, values), np.lexsort((values, group)))
 
 
-def test_event_lanes_group_as_lane_keys() -> None:
+@pytest.mark.parametrize("runs", [False, True])
+def test_event_lanes_group_as_lane_keys(runs: bool) -> None:
     """Packed (pid, tid) numbers group the events exactly as `tree.lane_keys` does, ids that do not pack included."""
     from jupyter_torchprof.analysis.steps import event_lanes
     from jupyter_torchprof.analysis.tree import lane_keys
@@ -185,6 +186,8 @@ def test_event_lanes_group_as_lane_keys() -> None:
     for pids, tids in (([0, 7, 4242], [7, 4250, 2**32 - 1]), ([-1, 3], [5, 6]), ([1, 2], [-5, 2**40])):
         for n in (0, 1, 3000):
             events = pd.DataFrame({"pid": rng.choice(pids, n), "tid": rng.choice(tids, n)})
+            if runs:  # long runs of one thread: numbered by their heads
+                events = events.sort_values(["pid", "tid"], kind="stable").reset_index(drop=True)
             got = event_lanes(events)
             want = lane_keys(events["pid"].to_numpy(), events["tid"].to_numpy())
             assert got.dtype == np.int64 and len(got) == n
@@ -203,3 +206,24 @@ def test_idle_lengths_are_idle_segments_lengths() -> None:
         for lo, hi in ((0.0, 1000.0), (100.5, 250.25), (2000.0, 3000.0), (-5.0, 0.5)):
             gs, ge, _, _ = idle_segments(start, end, lo, hi)
             np.testing.assert_array_equal(idle_lengths(start, end, lo, hi), ge - gs)
+
+
+def test_pair_groups_group_as_lane_keys() -> None:
+    """`tree.pair_groups` partitions rows as `tree.lane_keys` does: packed ids, runs, and ids that do not pack."""
+    from jupyter_torchprof.analysis.tree import lane_keys, pair_groups
+
+    rng = np.random.default_rng(17)
+    for trial in range(200):
+        n = int(rng.integers(0, 400))
+        first = np.repeat(rng.integers(0, 4, n), rng.integers(1, 30, n))[:n]
+        second = np.repeat(rng.integers(0, 6, n), rng.integers(1, 30, n))[:n]
+        if trial % 4 == 1:
+            second = second + 2**33  # does not pack
+        if trial % 4 == 2:
+            first = first.astype(float)  # not integers
+        if trial % 4 == 3:
+            order = rng.permutation(n)  # interleaved: no long runs
+            first, second = first[order], second[order]
+        got, want = pair_groups(first, second), lane_keys(first, second)
+        assert got.dtype == np.int64 and len(got) == len(want)
+        np.testing.assert_array_equal(pd.factorize(got)[0], pd.factorize(want)[0])

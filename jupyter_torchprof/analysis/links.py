@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import categories as K
-from .tree import ancestor_of, lane_keys, nest
+from .tree import ancestor_of, nest, pair_groups
 
 
 def first_match(
@@ -176,7 +176,7 @@ def attribute_points(
     tid = np.concatenate([events["tid"].to_numpy()[op_idx], point_tid])
     ts = np.concatenate([events["ts"].to_numpy()[op_idx], point_ts])
     end = np.concatenate([events["ts"].to_numpy()[op_idx] + events["dur"].to_numpy()[op_idx], point_ts])
-    parent, _ = nest(lane_keys(pid, tid), ts, end, tolerance)
+    parent, _ = nest(pair_groups(pid, tid), ts, end, tolerance)
     p = parent[len(op_idx) :]
     # A point can only be enclosed by ops (points have no duration), so the
     # parent is a position in op_idx.

@@ -35,7 +35,7 @@ from .kernels import (
     union_length,
 )
 from .names import family_of
-from .tree import lane_keys
+from .tree import pair_groups
 
 #: At most 18 digits: every such number fits in int64 (a longer one is a name, not a step).
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
@@ -98,25 +98,8 @@ class StepRanges:
 
 
 def event_lanes(events: pd.DataFrame) -> np.ndarray:
-    """One integer per distinct (pid, tid), for every event; lanes are only compared with each other.
-
-    Non-negative ids that fit are packed into one integer and numbered by
-    one hash pass (`tree.lane_keys` hashes each key: twice the cost on
-    interleaved threads); other ids go through `tree.lane_keys`.
-    """
-    pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
-    if (
-        len(pid)
-        and pid.dtype.kind in "iu"
-        and tid.dtype.kind in "iu"
-        and pid.min() >= 0
-        and pid.max() < 2**31
-        and tid.min() >= 0
-        and tid.max() < 2**32
-    ):
-        codes, _ = pd.factorize((pid.astype(np.int64) << 32) | tid.astype(np.int64))
-        return codes.astype(np.int64, copy=False)
-    return lane_keys(pid, tid)
+    """One integer per distinct (pid, tid), for every event; lanes are only compared with each other (`tree.pair_groups`)."""
+    return pair_groups(events["pid"].to_numpy(), events["tid"].to_numpy())
 
 
 def step_ranges(events: pd.DataFrame, lanes: np.ndarray | None = None) -> StepRanges:
