@@ -172,6 +172,11 @@ def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndar
         if col == "folded_into":
             continue
         values = costs[col].to_numpy()
+        if values.dtype == np.float64 and not values.any():
+            # A column of zeros (device memory without device records): its
+            # rows and folded shares are zeros, without a gather of each.
+            out[col] = np.zeros(len(rows))
+            continue
         picked = values[rows]
         if col.startswith("self_") and len(folded):
             # The float64 sum each row held before, as when the whole column was folded.
