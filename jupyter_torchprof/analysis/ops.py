@@ -137,22 +137,30 @@ def _memory_costs(
     task) while an op waits is the op's own, which an owner-on-the-same-
     thread rule would miss.
     """
-    ts = events["ts"].to_numpy()
-    end = ts + events["dur"].to_numpy()
     host = np.flatnonzero(is_host)
+    start = events["ts"].to_numpy()[host]
+    # (ts + dur)[host], the same floats, without an end for every event
+    # (on ten million events each fresh array costs tens of ms of page faults).
+    end = start + events["dur"].to_numpy()[host]
     out: dict[str, np.ndarray] = {}
     n = len(events)
-    for label, inside in zip(
-        ("cpu_mem", "device_mem"), memory_in_intervals(ts[host], end[host], memory), strict=True
-    ):
+    for label, inside in zip(("cpu_mem", "device_mem"), memory_in_intervals(start, end, memory), strict=True):
         total = np.zeros(n)
-        total[host] = inside
-        if not inside.any():
+        some = inside.any()
+        if some or np.signbit(inside).any():
+            # (A -0.0 is kept as it was, so the column's bits do not change.)
+            total[host] = inside
+        if not some:
             # No record of this device (a host-only run's device memory): every
             # self figure is 0, without summing zeros over the tree.
             out[f"self_{label}_bytes"] = np.zeros(n)
         else:
-            out[f"self_{label}_bytes"] = np.where(is_host, total - children_sums(parent, total, kids), 0.0)
+            # total - children's, 0 off the host: the children's sums' own
+            # buffer takes the difference (np.where's values, one array fewer).
+            own = children_sums(parent, total, kids)
+            np.subtract(total, own, out=own)
+            own[~is_host] = 0.0
+            out[f"self_{label}_bytes"] = own
         out[f"{label}_bytes"] = total
     return out
 
