@@ -63,6 +63,7 @@ import pandas as pd
 from ..errors import TraceError
 from . import categories as K
 from . import native as _native
+from .pages import small_pages
 from .progress import report
 from .reader import (
     full_disk,
@@ -909,7 +910,7 @@ def parse_bytes(
         defer_flows = path is not None
     if data[:3] == _BOM:
         data = data[3:]  # files lose theirs without a copy (`read_trace_bytes`)
-    with gc_paused(), _bounded(path):
+    with gc_paused(), small_pages(), _bounded(path):
         doc, data = _decode_document(data, path, meta)
         _read_document(doc, meta)
         try:
@@ -1053,12 +1054,12 @@ def read_flows(path: str | Path, t0_us: float) -> pd.DataFrame:
     """
     if too_big_to_hold(path):
         try:
-            with gc_paused(), _bounded(path):
+            with gc_paused(), small_pages(), _bounded(path):
                 return _streamed_flows(path, t0_us)
         except (_NotStreamable, _MisSplit):
             pass
     meta = TraceMeta(path=str(path))
-    with gc_paused(), _bounded(path):
+    with gc_paused(), small_pages(), _bounded(path):
         doc, data = _decode_document(read_trace_bytes(path), path, meta)
         try:
             return _flows_only(data, doc.traceEvents, False, t0_us)
@@ -1485,7 +1486,7 @@ def parse_streaming(path: str | Path) -> TraceData:
     """
     meta = TraceMeta(path=str(path))
     try:
-        with gc_paused(), _bounded(path):
+        with gc_paused(), small_pages(), _bounded(path):
             builder = _Builder(meta, flows=False)
             _stream_into(builder, path, meta)
             events, memory, flows = _finish(builder, meta, lambda t0_us: _streamed_flows(path, t0_us))
