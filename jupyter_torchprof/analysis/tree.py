@@ -26,19 +26,13 @@ def lane_keys(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     # Events come in long runs of one thread: numbering the run heads only
     # gives the same codes (a value's first appearance always starts a run)
     # for a fraction of the hashing.
-    head = np.empty(len(first), dtype=bool)
-    head[0] = True
-    np.not_equal(first[1:], first[:-1], out=head[1:])
-    head[1:] |= second[1:] != second[:-1]
-    heads = np.flatnonzero(head)
-    if len(heads) * 4 > len(first):
-        a, _ = pd.factorize(first)
-        b, b_uniques = pd.factorize(second)
-        return a.astype(np.int64) * max(len(b_uniques), 1) + b
-    a, _ = pd.factorize(first[heads])
-    b, b_uniques = pd.factorize(second[heads])
+    heads = _run_heads(first, second)
+    few = len(heads) * 4 <= len(first)
+    f, s = (first[heads], second[heads]) if few else (first, second)
+    a, _ = pd.factorize(f)
+    b, b_uniques = pd.factorize(s)
     lane = a.astype(np.int64) * max(len(b_uniques), 1) + b
-    return np.repeat(lane, np.diff(np.append(heads, len(first))))
+    return _per_row(lane, heads, len(first)) if few else lane
 
 
 def pair_groups(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -54,17 +48,27 @@ def pair_groups(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     n = len(first)
     if not n or first.dtype.kind not in "iu" or second.dtype.kind not in "iu":
         return lane_keys(first, second)
-    head = np.empty(n, dtype=bool)
-    head[0] = True
-    np.not_equal(first[1:], first[:-1], out=head[1:])
-    head[1:] |= second[1:] != second[:-1]
-    heads = np.flatnonzero(head)
+    heads = _run_heads(first, second)
     few = len(heads) * 4 <= n
     f, s = (first[heads], second[heads]) if few else (first, second)
     if f.min() < 0 or f.max() >= 2**31 or s.min() < 0 or s.max() >= 2**32:
         return lane_keys(first, second)
     codes = pd.factorize((f.astype(np.int64) << 32) | s.astype(np.int64))[0].astype(np.int64, copy=False)
-    return np.repeat(codes, np.diff(np.append(heads, n))) if few else codes
+    return _per_row(codes, heads, n) if few else codes
+
+
+def _run_heads(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Positions where a run of one (first, second) pair starts (non-empty inputs)."""
+    head = np.empty(len(first), dtype=bool)
+    head[0] = True
+    np.not_equal(first[1:], first[:-1], out=head[1:])
+    head[1:] |= second[1:] != second[:-1]
+    return np.flatnonzero(head)
+
+
+def _per_row(per_run: np.ndarray, heads: np.ndarray, n: int) -> np.ndarray:
+    """A value per run (`_run_heads`) repeated over each of the ``n`` rows of its run."""
+    return np.repeat(per_run, np.diff(np.append(heads, n)))
 
 
 def nest(
