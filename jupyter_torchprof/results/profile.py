@@ -164,14 +164,11 @@ class Profile:
 
     @cached_property
     def _device_traced(self) -> bool:
-        """Whether the trace holds device work (`summary`'s ``device_traced``).
+        """Whether the trace holds device work (`summary`'s ``device_traced``, read from the events).
 
-        Read from the events where the summary is not made yet: the op
-        table's notes need this one flag, and the summary needs the steps
-        (a tenth of a large trace's op table otherwise).
+        The op table's notes need this one flag, and the summary needs the
+        steps (a tenth of a large trace's op table otherwise).
         """
-        if "summary" in self.__dict__:
-            return bool(self.__dict__["summary"]["device_traced"])
         return bool(K.kind_mask(self._data.events, K.DEVICE_ACTIVITY).any())
 
     @cached_property

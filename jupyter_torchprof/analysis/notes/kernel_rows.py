@@ -8,19 +8,9 @@ so the strings are looked at once per distinct name.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ...trace import categories as K
 from .base import NoteContext
-
-
-def name_codes(ctx: NoteContext) -> tuple[np.ndarray, np.ndarray]:
-    """Per event, an integer code of its name, and the names by code."""
-    names = ctx.events["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        return names.cat.codes.to_numpy(), np.asarray(names.cat.categories, dtype=object)
-    codes, uniq = pd.factorize(names)
-    return codes, np.asarray(uniq, dtype=object)
 
 
 def first_call(ctx: NoteContext, rows: np.ndarray | None = None) -> dict[str, int]:
