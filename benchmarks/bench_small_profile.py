@@ -49,6 +49,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from base_tree import installed_like
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CELLS = {
@@ -210,17 +212,13 @@ print(json.dumps(out))
 """
 
 
-#: Compiled bytecode of every child, as an installed package has it (this
-#: machine sets PYTHONDONTWRITEBYTECODE; the prefix keeps the trees clean).
-PYCACHE = Path(tempfile.gettempdir()) / "torchprof-bench-small-pycache"
-
-
 def measure(source: Path, cell: str, cprofile: str = "") -> dict:
     """One fresh process: ``cell`` profiled with ``source``'s jupyter_torchprof (``cprofile``: pstats file)."""
-    env = dict(os.environ, PYTHONPATH=str(source.resolve()), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
+    # Bytecode read and written (under a prefix), as an installed package's.
+    env = installed_like(
+        dict(os.environ, PYTHONPATH=str(source.resolve()), TORCHPROF_RUN_DIR=tempfile.mkdtemp())
+    )
     env.pop("TORCHPROF_WIDGETS", None)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", _CHILD, json.dumps(CELLS[cell]), cprofile],
         env=env,
