@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import categories as K
-from .tree import nearest_ancestor
+from .tree import ancestor_of, nearest_ancestor
 
 #: Prefix of a module range's name (ours and torch's Python tracer's).
 MODULE_PREFIX = "nn.Module: "
@@ -214,7 +214,7 @@ def module_table(
 
 
 def device_rows_of_module(
-    events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, op_of_device: np.ndarray, module: str
+    events: pd.DataFrame, parent: np.ndarray, op_of_device: np.ndarray, module: str
 ) -> np.ndarray:
     """Rows of the device activities launched inside ``module`` (child modules included)."""
     cats = events["name"].cat.categories
@@ -224,5 +224,6 @@ def device_rows_of_module(
         return np.array([], dtype=np.int64)
     dev = np.flatnonzero(K.kind_mask(events, K.DEVICE_ACTIVITY) & (op_of_device >= 0))
     launcher = op_of_device[dev]
-    inside = wanted[launcher] | (nearest_ancestor(parent, depth, wanted)[launcher] >= 0)
+    # The module range above each launcher only (not every event's: a walk of the tree).
+    inside = wanted[launcher] | (ancestor_of(parent, wanted, launcher) >= 0)
     return dev[inside]

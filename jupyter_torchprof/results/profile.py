@@ -366,11 +366,7 @@ class Profile:
         """The kernel table of the device work launched inside ``module`` (a label of `modules`)."""
         tree = self._tree
         rows = modules_mod.device_rows_of_module(
-            self._data.events,
-            tree["parent"].to_numpy(),
-            tree["depth"].to_numpy(),
-            self._links["op"].to_numpy(),
-            module,
+            self._data.events, tree["parent"].to_numpy(), self._links["op"].to_numpy(), module
         )
         mask = np.zeros(len(self._data.events), dtype=bool)
         mask[rows] = True
