@@ -17,7 +17,7 @@ import pytest
 from tracefiles import REAL_TRACES, assert_same_findings, real_trace
 
 from jupyter_torchprof.results.profile import Profile
-from jupyter_torchprof.trace import parser
+from jupyter_torchprof.trace import parser, spill
 from jupyter_torchprof.trace.spill import DETAIL_COLUMNS, is_spilled
 from jupyter_torchprof.views.timeline import Timeline
 
@@ -42,9 +42,11 @@ def spill_dir(tmp_path, monkeypatch):
     return folder
 
 
-def _load(path, monkeypatch, huge: bool) -> Profile:
+def _load(path, monkeypatch, huge: bool, spill_from: int = 0) -> Profile:
     with monkeypatch.context() as m:
         m.setattr(parser, "STREAM_JSON_BYTES", 0 if huge else 1 << 60)
+        # These traces are small: they spill only when any size does.
+        m.setattr(spill, "SPILL_FROM_BYTES", spill_from)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return Profile.from_file(path)
@@ -81,6 +83,27 @@ def test_a_spilled_trace_gives_the_same_tables_and_views(name, spill_dir, monkey
 
     # All of that read the detail columns from the mapping, and left no file behind.
     assert _spilled(huge) == present
+    assert not any(spill_dir.rglob("*"))
+
+
+def test_detail_columns_spill_from_a_size_on(spill_dir, monkeypatch):
+    path = real_trace("a100_nccl_rank0.pt.trace.json.gz")
+    whole = _load(path, monkeypatch, huge=False)
+    present = [c for c in DETAIL_COLUMNS if c in whole.events.columns]
+    held = sum(
+        whole.events[c].to_numpy().nbytes
+        if whole.events[c].dtype != "category"
+        else whole.events[c].cat.codes.to_numpy().nbytes
+        for c in present
+    )
+    assert held > 0
+    below = _load(path, monkeypatch, huge=True, spill_from=held + 1)
+    assert not _spilled(below)
+    at = _load(path, monkeypatch, huge=True, spill_from=held)
+    assert _spilled(at) == present
+    pd.testing.assert_frame_equal(below.events, at.events)
+    # The default keeps a trace of this size (a few MB of detail columns) in memory.
+    assert spill.SPILL_FROM_BYTES > held
     assert not any(spill_dir.rglob("*"))
 
 
