@@ -81,3 +81,33 @@ def test_a_parse_runs_with_the_advice_off_and_leaves_it_as_it_was(monkeypatch) -
         assert seen == [False] and _advice() is True
     finally:
         pages._SET(before)
+
+
+def test_tables_and_findings_run_with_the_advice_off_and_leave_it_as_it_was(monkeypatch) -> None:
+    from jupyter_torchprof.analysis import findings as findings_mod
+    from jupyter_torchprof.analysis import ops as ops_mod
+    from jupyter_torchprof.analysis import steps as steps_mod
+    from jupyter_torchprof.results.profile import Profile
+
+    seen: dict[str, bool] = {}
+
+    def spy(name, real):
+        def wrapped(*args, **kwargs):
+            seen[name] = _advice()
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(ops_mod, "op_table", spy("ops", ops_mod.op_table))
+    monkeypatch.setattr(steps_mod, "step_table", spy("steps", steps_mod.step_table))
+    monkeypatch.setattr(findings_mod, "find", spy("findings", findings_mod.find))
+    before = pages._SET(True)
+    try:
+        p = Profile.from_file(real_trace("v100_ddp_ns_timestamps.pt.trace.json.gz"))
+        assert _advice() is True
+        p.op_table(group_by="shape")
+        assert p.steps is not None and p.findings is not None
+        assert seen == {"ops": False, "steps": False, "findings": False}
+        assert _advice() is True  # as the caller had it, after every table
+    finally:
+        pages._SET(before)

@@ -1,4 +1,4 @@
-"""Parse without asking the kernel for huge pages: `small_pages`.
+"""Parse and analyse without asking the kernel for huge pages: `small_pages`.
 
 numpy asks Linux for transparent huge pages (``madvise(MADV_HUGEPAGE)``)
 on every array of 4 MB or more. Where THP is in ``madvise`` mode with
@@ -8,11 +8,16 @@ array, at a cost that swings with how fragmented memory is. A parse makes
 its columns once and reads them in order, so huge pages buy it little: on
 the 1M-event trace, six fresh loads each, the load took 769–837 ms of CPU
 without the advice and 756–1053 ms with it (the tables after it, which
-stay as numpy sets them, barely moved).
+stay as numpy sets them, barely moved in that run).
+
+The tables do suffer from it, in a way that hides in medians: on the same
+trace, five fresh processes each, the op table took 156–172 ms of CPU
+without the advice and 161–281 ms with it (`Profile`'s tables and findings
+are therefore computed inside `small_pages` too).
 
 The switch is numpy's own (what ``NUMPY_MADVISE_HUGEPAGE=0`` sets), and
-process-wide: it is turned off while any parse runs, in any thread, and
-back to what it was when the last one ends. Without the switch (another
+process-wide: it is turned off while any parse or table runs, in any
+thread, and back to what it was when the last one ends. Without the switch (another
 numpy, another system) nothing changes.
 """
 
