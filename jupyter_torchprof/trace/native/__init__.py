@@ -30,7 +30,9 @@ SOURCE = Path(__file__).with_name("scan.c")
 #: Every C file of the library.
 SOURCES = (SOURCE, Path(__file__).with_name("nest.c"))
 #: Flags the library is compiled with (part of its tag).
-CFLAGS = ("-O2", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
+#: -O3 over -O2: the scan of the 1M-event trace 282 vs 291 ms, nine rotated rounds (same
+#: IEEE arithmetic: neither enables -ffast-math).
+CFLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
 #: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
 ABI = 60 * 1000 + 8 * 100 + 5
 #: The arguments `nest.c`'s ``tp_nest`` takes (its ``tp_nest_abi()``).
