@@ -1,4 +1,4 @@
-"""The native column builder (``scan.c``) and call-tree walk (``nest.c``), loaded with ctypes.
+"""The native column builder (``scan.c``), call-tree walk (``nest.c``) and numbering (``group.c``), loaded with ctypes.
 
 Nothing here runs at import time: the library is found, or compiled, the
 first time a trace is parsed (`library`). Where it comes from, first match
@@ -14,7 +14,7 @@ wins:
    (tests run from it) gets the library without an install step.
 
 ``<tag>`` is a hash of the sources, the compiler flags and the platform, so a
-changed ``scan.c`` or ``nest.c`` is never served by a stale library. Without a compiler,
+changed C file is never served by a stale library. Without a compiler,
 or with ``TORCHPROF_NATIVE=0``, `library` returns None and the parser takes
 its pure-Python path, which gives the same results.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 SOURCE = Path(__file__).with_name("scan.c")
 #: Every C file of the library.
-SOURCES = (SOURCE, Path(__file__).with_name("nest.c"))
+SOURCES = (SOURCE, Path(__file__).with_name("nest.c"), Path(__file__).with_name("group.c"))
 #: Flags the library is compiled with (part of its tag).
 #: -O3 over -O2: the scan of the 1M-event trace 282 vs 291 ms, nine rotated rounds (same
 #: IEEE arithmetic: neither enables -ffast-math).
@@ -135,11 +135,14 @@ def _open(path: Path) -> Any:
         lib.tp_nest_abi.restype = ctypes.c_int
         if lib.tp_nest_abi() != NEST_ABI:
             return None
+        lib.tp_dense  # noqa: B018 - a library without it is another version's
     except (OSError, AttributeError):  # not a library for this machine, or another one's
         return None
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
     lib.tp_nest.restype = None
     lib.tp_nest.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
+    lib.tp_dense.restype = ctypes.c_int64
+    lib.tp_dense.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
     return lib
 
 
@@ -219,3 +222,27 @@ def stack_walk(s: Any, e: Any, new_lane: Any, tolerance: float) -> tuple[Any, An
         par.ctypes.data, dep.ctypes.data, stack_pos.ctypes.data, stack_end.ctypes.data,
     )  # fmt: skip
     return par, dep
+
+
+def dense_numbers(values: Any, span: int) -> tuple[Any, int, Any] | None:
+    """`analysis.ops._dense_numbers` in C: (number of each row, how many, first row of each), or None without the library.
+
+    ``values``: integers in ``[0, span)``; numbers count from 0 in order of
+    first appearance.
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    n = len(values)
+    slot = np.empty(max(int(span), 1), dtype=np.int64)
+    number = np.empty(n, dtype=np.int64)
+    first = np.empty(min(n, max(int(span), 1)), dtype=np.int64)
+    count = lib.tp_dense(
+        values.ctypes.data, n, int(span), slot.ctypes.data, number.ctypes.data, first.ctypes.data
+    )
+    if count < 0:
+        raise ValueError(f"a value outside [0, {span})")
+    return number, int(count), first[:count]
