@@ -290,6 +290,29 @@ def test_random_events_identical(
     _compare(_trace_bytes(texts), None, monkeypatch, defer_flows=defer)
 
 
+@pytest.mark.parametrize("special", ['\\"', "\\\\", "\\n", "\\u00e9", "é", "\u2028", "\x01"])
+def test_a_special_character_at_every_offset_of_a_word(special: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scanner reads strings eight bytes at a time and jumps to the first
+    # special byte of a word (a quote, backslash, control or non-ASCII byte):
+    # one at each offset, and two in one word, must read as the pure path does.
+    _require_native(monkeypatch)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 256)  # a refused chunk leaves the others native
+    texts = []
+    for offset in range(18):
+        for second in ("", special):
+            name = "n" * offset + special + "m" * (offset % 3) + second + "tail"
+            # Raw JSON text, not json.dumps: "\x01" stays a raw control byte (refused, then read the pure way).
+            texts.append(
+                f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {offset}, "dur": 1,'
+                f' "args": {{"Call stack": "x{name}"}}}}'
+            )
+    stats = _compare(_trace_bytes(texts), None, monkeypatch)
+    if special == "\x01":  # every event holds one: all refused, all read the pure way
+        assert stats["native"] == 0 and sum(stats.values()) > 0
+    else:
+        assert stats["native"] > 0 and not any(k.startswith("refused") for k in stats)
+
+
 # --------------------------------------------------------------------------- #
 # building and loading
 

@@ -177,7 +177,15 @@ static int scan_string(Ctx *c, Val *v) {
         while (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
-            if (special8(w)) break;
+            uint64_t m = special8(w);
+            if (m) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                /* The lowest flagged byte is the first special one (each
+                   test's lowest hit is exact), so jump straight to it. */
+                p += __builtin_ctzll(m) >> 3;
+#endif
+                break;
+            }
             p += 8;
         }
         while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
