@@ -36,7 +36,7 @@ CFLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
 #: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
 ABI = 60 * 1000 + 8 * 100 + 5
 #: The arguments `nest.c`'s ``tp_nest`` takes (its ``tp_nest_abi()``).
-NEST_ABI = 1
+NEST_ABI = 2
 #: Whether the native path runs when ``TORCHPROF_NATIVE`` is not set.
 DEFAULT_ON = True
 
@@ -141,6 +141,8 @@ def _open(path: Path) -> Any:
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
     lib.tp_nest.restype = None
     lib.tp_nest.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
+    lib.tp_children_sums.restype = None
+    lib.tp_children_sums.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     lib.tp_dense.restype = ctypes.c_int64
     lib.tp_dense.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
     return lib
@@ -246,3 +248,22 @@ def dense_numbers(values: Any, span: int) -> tuple[Any, int, Any] | None:
     if count < 0:
         raise ValueError(f"a value outside [0, {span})")
     return number, int(count), first[:count]
+
+
+def children_sums(parent: Any, values: Any) -> Any:
+    """`analysis.tree.children_sums` in C (float64 sums, same bits), or None without the library."""
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    n = len(parent)
+    if len(values) != n:
+        raise ValueError("parent and values differ in length")
+    if n and int(parent.max()) >= n:
+        raise ValueError("a parent outside the tree")
+    out = np.zeros(n, dtype=np.float64)
+    lib.tp_children_sums(parent.ctypes.data, values.ctypes.data, n, out.ctypes.data)
+    return out

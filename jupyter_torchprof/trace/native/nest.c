@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-int tp_nest_abi(void) { return 1; }
+int tp_nest_abi(void) { return 2; }
 
 void tp_nest(const double *s, const double *e, const uint8_t *new_lane, int64_t n, double tolerance,
              int64_t *par, int32_t *dep, int64_t *stack_pos, double *stack_end) {
@@ -31,5 +31,20 @@ void tp_nest(const double *s, const double *e, const uint8_t *new_lane, int64_t 
         stack_pos[top] = k;
         stack_end[top] = ek;
         top++;
+    }
+}
+
+/* Sum of `values` over each node's direct children (analysis.tree.children_sums).
+ *
+ * numpy's form gathers the parents and values of the nodes that have a
+ * parent, then adds them up with np.bincount: on ten million events, two
+ * gathers of random memory and a tenth of a second a call. One pass here, in
+ * row order, as bincount adds, so the sums are the same bits. `out` holds n
+ * zeros on entry.
+ */
+void tp_children_sums(const int64_t *parent, const double *values, int64_t n, double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t p = parent[i];
+        if (p >= 0) out[p] += values[i];
     }
 }
