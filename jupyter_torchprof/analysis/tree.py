@@ -122,6 +122,13 @@ def nest(
     # Parents sort before their children: by lane, start, then longest first;
     # the original position breaks remaining ties.
     order = start_order(lane, start, end)
+    walked = (
+        native.stack_walk_ordered(order, lane, start, end, tolerance) if lane.dtype.kind in "iu" else None
+    )
+    if walked is not None:
+        # The stack walk in C, reading the intervals in order where they lie
+        # (no sorted copies, no scatter back).
+        return walked
     ln, s, e = lane[order], start[order], end[order]
     new_lane = np.empty(n, dtype=bool)
     new_lane[0] = True

@@ -36,7 +36,7 @@ CFLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
 #: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
 ABI = 60 * 1000 + 8 * 100 + 5
 #: The arguments `nest.c`'s ``tp_nest`` takes (its ``tp_nest_abi()``).
-NEST_ABI = 2
+NEST_ABI = 3
 #: Whether the native path runs when ``TORCHPROF_NATIVE`` is not set.
 DEFAULT_ON = True
 
@@ -141,6 +141,10 @@ def _open(path: Path) -> Any:
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
     lib.tp_nest.restype = None
     lib.tp_nest.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
+    lib.tp_nest_ordered.restype = None
+    lib.tp_nest_ordered.argtypes = (
+        [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
+    )
     lib.tp_children_sums.restype = None
     lib.tp_children_sums.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     lib.tp_dense.restype = ctypes.c_int64
@@ -248,6 +252,40 @@ def dense_numbers(values: Any, span: int) -> tuple[Any, int, Any] | None:
     if count < 0:
         raise ValueError(f"a value outside [0, {span})")
     return number, int(count), first[:count]
+
+
+def stack_walk_ordered(
+    order: Any, lane: Any, start: Any, end: Any, tolerance: float
+) -> tuple[Any, Any] | None:
+    """`stack_walk` of the intervals taken in ``order`` (a permutation sorting them by lane, start, -end), or None without the library.
+
+    Returns (parent, depth) at each interval's own position; parents are
+    input positions, -1 for none.
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    lane = np.ascontiguousarray(lane, dtype=np.int64)
+    start = np.ascontiguousarray(start, dtype=np.float64)
+    end = np.ascontiguousarray(end, dtype=np.float64)
+    n = len(order)
+    if not (len(lane) == len(start) == len(end) == n):
+        raise ValueError("order, lane, start and end differ in length")
+    # C reads at these positions unchecked: each must lie inside.
+    if n and (int(order.min()) < 0 or int(order.max()) >= n):
+        raise ValueError("order holds a position outside the intervals")
+    par = np.empty(n, dtype=np.int64)
+    dep = np.empty(n, dtype=np.int32)
+    stack_pos = np.empty(max(n, 1), dtype=np.int64)
+    stack_end = np.empty(max(n, 1), dtype=np.float64)
+    lib.tp_nest_ordered(
+        order.ctypes.data, lane.ctypes.data, start.ctypes.data, end.ctypes.data, n, float(tolerance),
+        par.ctypes.data, dep.ctypes.data, stack_pos.ctypes.data, stack_end.ctypes.data,
+    )  # fmt: skip
+    return par, dep
 
 
 def children_sums(parent: Any, values: Any) -> Any:

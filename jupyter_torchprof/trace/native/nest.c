@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-int tp_nest_abi(void) { return 2; }
+int tp_nest_abi(void) { return 3; }
 
 void tp_nest(const double *s, const double *e, const uint8_t *new_lane, int64_t n, double tolerance,
              int64_t *par, int32_t *dep, int64_t *stack_pos, double *stack_end) {
@@ -46,5 +46,32 @@ void tp_children_sums(const int64_t *parent, const double *values, int64_t n, do
     for (int64_t i = 0; i < n; i++) {
         const int64_t p = parent[i];
         if (p >= 0) out[p] += values[i];
+    }
+}
+
+/* tp_nest over intervals visited in `order` (sorted by lane, start, -end),
+ * reading them where they lie and writing each one's parent and depth at
+ * its own position: the gathers into sorted copies and the scatters back
+ * (eight passes of random access over every interval, a fifth of a second
+ * on ten million) are not needed. Parents are positions in the input
+ * (-1 for none); a lane begins where `lane` changes along `order`.
+ */
+void tp_nest_ordered(const int64_t *order, const int64_t *lane, const double *start, const double *end,
+                     int64_t n, double tolerance, int64_t *par, int32_t *dep, int64_t *stack_pos,
+                     double *stack_end) {
+    int64_t top = 0;
+    int64_t last_lane = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t i = order[k];
+        const double sk = start[i], ek = end[i];
+        if (k == 0 || lane[i] != last_lane) top = 0;
+        last_lane = lane[i];
+        while (top > 0 && (sk >= stack_end[top - 1] || ek > stack_end[top - 1] + tolerance))
+            top--;
+        par[i] = top > 0 ? stack_pos[top - 1] : -1;
+        dep[i] = (int32_t)top;
+        stack_pos[top] = i;
+        stack_end[top] = ek;
+        top++;
     }
 }
