@@ -455,9 +455,11 @@ def give_back_memory(parsed_bytes: int | None = None) -> None:
     Decoding a chunk makes and frees millions of small objects; glibc keeps
     what they used in its arenas, so a process that parsed 300 MB of JSON
     stayed at its peak (360 MB for 90 MB of columns) until the tables
-    needed more. ``malloc_trim`` hands it back (about 10 ms). After a parse
-    of ``parsed_bytes`` under `TRIM_FROM_BYTES` there is little to hand
-    back, and the trim (2 ms on a 15 MB trace) would cost more than it frees.
+    needed more. ``malloc_trim`` hands it back (about 10 ms). ``parsed_bytes``
+    is what the parse decoded that way (chunks the native scanner reads make
+    no such objects): under `TRIM_FROM_BYTES` there is little to hand back,
+    and the trim (2 ms on a 15 MB trace, 15 ms after a native parse of 1M
+    events, whose pages the tables then fault in again) costs more than it frees.
     """
     if parsed_bytes is not None and parsed_bytes < TRIM_FROM_BYTES:
         return
