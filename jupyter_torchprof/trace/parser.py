@@ -64,6 +64,7 @@ import pandas as pd
 from ..errors import TraceError
 from . import categories as K
 from . import native as _native
+from .column_store import SLACK, ColumnStore
 from .pages import small_pages
 from .progress import report
 from .reader import (
@@ -459,8 +460,14 @@ class _Builder:
     (the second pass that `_flows_only` makes when they are needed).
     """
 
-    def __init__(self, meta: TraceMeta, *, events: bool = True, flows: bool = True) -> None:
+    def __init__(
+        self, meta: TraceMeta, *, events: bool = True, flows: bool = True, json_bytes: int = 0
+    ) -> None:
         self.meta = meta
+        #: About how many bytes of JSON the events come from (0: unknown), and
+        #: how many were added so far: how many rows to reserve (`_append_events`).
+        self.json_bytes = json_bytes
+        self.bytes_added = 0
         self.read_events = events
         self.read_flows = flows
         self.decoder = (
@@ -471,7 +478,7 @@ class _Builder:
         self.names = _Interner()
         self.groups = {g: _Interner() for g in _GROUPS}
         self.kind_of_cat = np.zeros(0, dtype=np.int8)
-        self.cols: dict[str, list[np.ndarray]] = {}
+        self.cols = ColumnStore()
         self.flows: dict[str, list[np.ndarray]] = {}
         self.memory: dict[str, list[np.ndarray]] = {}
         self.no_ph = 0
@@ -502,6 +509,7 @@ class _Builder:
         A chunk the native builder reads is digested there; any chunk it
         refuses (anything it does not fully understand) goes the Python way.
         """
+        self.bytes_added += len(chunk)
         if self.native is not None and self.native.digest(self, chunk, bare):
             return
         _count_python_way(len(chunk))
@@ -575,6 +583,14 @@ class _Builder:
     def _append(self, store: dict[str, list[np.ndarray]], **columns: np.ndarray) -> None:
         for k, v in columns.items():
             store.setdefault(k, []).append(v)
+
+    def _append_events(self, columns: dict[str, np.ndarray]) -> None:
+        """One chunk's event columns; the first chunk, and any that overflows the reserve, renew the guess of the rows to come."""
+        rows = self.cols.rows + len(columns["ts"])
+        if self.json_bytes and self.bytes_added and (not self.cols or rows > self.cols.capacity):
+            per_byte = rows / self.bytes_added
+            self.cols.expect(int(per_byte * max(self.json_bytes, self.bytes_added) * SLACK))
+        self.cols.append(columns)
 
     def _kinds(self, cat_codes: np.ndarray) -> np.ndarray:
         known = len(self.kind_of_cat)
@@ -732,7 +748,7 @@ class _Builder:
         pargs = _take(args, py)
         out["python_id"] = _scatter(m, py, _ints_at(pargs, "python_id"), -1)
         out["python_parent_id"] = _scatter(m, py, _ints_at(pargs, "python_parent_id"), -1)
-        self._append(self.cols, **out)
+        self._append_events(out)
 
     def _group_codes(self, m: int, idx: np.ndarray, group: str, values: list[Any] | None) -> np.ndarray:
         codes = np.full(m, -1, dtype=np.int32)
@@ -764,8 +780,7 @@ class _Builder:
 
     def _events_frame(self) -> pd.DataFrame:
         meta = self.meta
-        c = {k: np.concatenate(v) for k, v in self.cols.items()}
-        self.cols.clear()
+        c = self.cols.take()
         ts, dur = c["ts"], c["dur"]
         reasons = {
             _BAD_ID_REASON.removeprefix("event(s) "): (c["pid"] == BAD_ID) | (c["tid"] == BAD_ID),
@@ -1006,7 +1021,7 @@ _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 def _parse_events(
     data: bytes, raw: msgspec.Raw, meta: TraceMeta, by_items: bool, defer_flows: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    builder = _Builder(meta, flows=not defer_flows)
+    builder = _Builder(meta, flows=not defer_flows, json_bytes=len(data))
     done, total = 0, len(data)
     for chunk, items, bare in _chunks(data, raw, by_items):
         builder.add(chunk, items, bare)
@@ -1487,6 +1502,31 @@ def estimated_json_bytes(path: str | Path) -> int:
     return st.st_size * (GZIP_RATIO if gzipped else 1)
 
 
+def inflated_size_hint(path: str | Path) -> int:
+    """About how many bytes of JSON a trace file holds, as closely as the file tells (0: unknown).
+
+    A gzip file ends with its inflated size modulo 2^32 (ISIZE); of the
+    sizes that leaves, the one whose ratio to the file's is nearest the
+    usual `GZIP_RATIO` is taken (a file of several members tells only its
+    last one's: then a guess too small, which only costs the column store
+    a copy). Only a hint for reserving rows, never a limit.
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return size
+            fh.seek(-4, 2)
+            isize = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return 0
+    candidates = [isize + k * (1 << 32) for k in range(64) if isize + k * (1 << 32) >= size]
+    if not candidates:
+        return 0
+    return min(candidates, key=lambda c: abs(math.log(c / (size * GZIP_RATIO))))
+
+
 def too_big_to_hold(path: str | Path) -> bool:
     """Whether the trace at ``path`` is parsed as it is read (`parse_streaming`) rather than whole."""
     return estimated_json_bytes(path) > STREAM_JSON_BYTES
@@ -1508,7 +1548,7 @@ def parse_streaming(path: str | Path) -> TraceData:
     python_way = _python_way_bytes()
     try:
         with gc_paused(), small_pages(), _bounded(path):
-            builder = _Builder(meta, flows=False)
+            builder = _Builder(meta, flows=False, json_bytes=inflated_size_hint(path))
             _stream_into(builder, path, meta)
             events, memory, flows = _finish(builder, meta, lambda t0_us: _streamed_flows(path, t0_us))
     except (_NotStreamable, _MisSplit):

@@ -357,10 +357,6 @@ def _group(m: int, rows: np.ndarray, codes: np.ndarray | None) -> np.ndarray:
     return out
 
 
-#: The X columns `_commit_x` may append as the scanner wrote them (`_ids` returns its input when no id was a string).
-_KEPT_AS_SCANNED = frozenset({"x_ts", "x_dur", "x_ext", "x_pid", "x_tid"})
-
-
 def _commit_x(
     P: ModuleType, b: Builder, c: dict[str, np.ndarray], strs: list[str], raws: list[bytes]
 ) -> None:
@@ -369,8 +365,8 @@ def _commit_x(
     spans = cat == b.cat.code("Trace")
     keep = np.flatnonzero(~spans) if spans.any() else None
     # The scanner's buffers are reused by the next chunk: the columns kept as
-    # they are get copies; the others only feed new arrays made here.
-    c = {k: (v[keep] if keep is not None else v.copy() if k in _KEPT_AS_SCANNED else v) for k, v in c.items()}
+    # they are are copied out by the column store, before the next chunk.
+    c = {k: (v[keep] if keep is not None else v) for k, v in c.items()}
     if keep is not None:
         cat = cat[keep]
     m = len(cat)
@@ -415,7 +411,7 @@ def _commit_x(
     is_py = kind == P._KIND_CODE[K.PYTHON_FUNCTION]
     out["python_id"] = np.where(is_py, c["x_pyid"], -1)
     out["python_parent_id"] = np.where(is_py, c["x_pypid"], -1)
-    b._append(b.cols, **out)
+    b._append_events(out)
     if b.flows_aside is not None:
         _keep_flows_aside(P, b, kind, out["correlation"])
 
