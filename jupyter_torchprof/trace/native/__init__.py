@@ -28,7 +28,12 @@ from typing import Any
 
 SOURCE = Path(__file__).with_name("scan.c")
 #: Every C file of the library.
-SOURCES = (SOURCE, Path(__file__).with_name("nest.c"), Path(__file__).with_name("group.c"))
+SOURCES = (
+    SOURCE,
+    Path(__file__).with_name("nest.c"),
+    Path(__file__).with_name("group.c"),
+    Path(__file__).with_name("tables.c"),
+)
 #: Flags the library is compiled with (part of its tag).
 #: -O3 over -O2: the scan of the 1M-event trace 282 vs 291 ms, nine rotated rounds (same
 #: IEEE arithmetic: neither enables -ffast-math).
@@ -136,6 +141,7 @@ def _open(path: Path) -> Any:
         if lib.tp_nest_abi() != NEST_ABI:
             return None
         lib.tp_dense  # noqa: B018 - a library without it is another version's
+        lib.tp_group_sum  # noqa: B018
     except (OSError, AttributeError):  # not a library for this machine, or another one's
         return None
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
@@ -149,6 +155,12 @@ def _open(path: Path) -> Any:
     lib.tp_children_sums.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     lib.tp_dense.restype = ctypes.c_int64
     lib.tp_dense.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
+    lib.tp_group_sum.restype = ctypes.c_int64
+    lib.tp_group_sum.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
+    lib.tp_code_order.restype = ctypes.c_int64
+    lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
+        ctypes.c_void_p
+    ] * 2
     return lib
 
 
@@ -305,3 +317,55 @@ def children_sums(parent: Any, values: Any) -> Any:
     out = np.zeros(n, dtype=np.float64)
     lib.tp_children_sums(parent.ctypes.data, values.ctypes.data, n, out.ctypes.data)
     return out
+
+
+def group_sums(group: Any, values: Any, groups: int) -> Any:
+    """The grouped float sum of pandas' Cython kernel (``DataFrame.groupby(group, sort=False).sum()`` where ``group`` is not sorted) of one column, in C (same bits).
+
+    ``group``: each row's group number in ``[0, groups)``; ``values``:
+    float64. Returns the sums; None without the library, or where ``group``
+    never decreases (pandas then sums each run by ``np.add.reduceat``,
+    which adds in another order).
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if len(group) != len(values):
+        raise ValueError("group and values differ in length")
+    out = np.zeros(max(int(groups), 0), dtype=np.float64)
+    comp = np.zeros_like(out)
+    done = lib.tp_group_sum(
+        group.ctypes.data, values.ctypes.data, len(group), len(out), out.ctypes.data, comp.ctypes.data
+    )
+    if done < 0:
+        raise ValueError(f"a group outside [0, {groups})")
+    return None if done == 1 else out
+
+
+def code_order(codes: Any, ncodes: int) -> tuple[Any, Any] | None:
+    """``np.argsort(codes, kind="stable")`` of codes in ``[-1, ncodes)`` and where each code's rows start (``ncodes + 1`` bounds, code -1's rows first), in C; None without the library."""
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    codes = np.ascontiguousarray(codes)
+    if codes.dtype not in (np.int8, np.int16, np.int32, np.int64):
+        codes = codes.astype(np.int64)
+    order = np.empty(len(codes), dtype=np.int64)
+    bounds = np.empty(max(int(ncodes), 0) + 1, dtype=np.int64)
+    done = lib.tp_code_order(
+        codes.ctypes.data,
+        codes.dtype.itemsize,
+        len(codes),
+        len(bounds) - 1,
+        order.ctypes.data,
+        bounds.ctypes.data,
+    )
+    if done < 0:
+        raise ValueError(f"a code outside [-1, {ncodes})")
+    return order, bounds

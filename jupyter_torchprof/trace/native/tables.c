@@ -1,0 +1,85 @@
+/* Loops of the op table and its notes that numpy can only do with sorts or hashing.
+ *
+ * tp_group_sum: pandas' grouped float sum (DataFrame.groupby(...).sum(),
+ * pandas/_libs/groupby.pyx group_sum), the same compensated additions in
+ * row order, so the figures are the same bits. Through pandas, a column of
+ * ten million rows is also factorized again and checked for order: a few
+ * hundred milliseconds for what one pass does.
+ *
+ * tp_code_order: np.argsort(codes, kind="stable") of small integer codes
+ * (a counting sort), and where each code's rows start in that order.
+ *
+ * Every function checks the values it uses as positions and returns -1 on
+ * one outside its table (nothing written past a buffer).
+ */
+
+#include <stdint.h>
+
+/* Adds `values` (n rows) into `sum` by `group` (n rows, each in [0, groups)),
+ * with pandas' compensation: a NaN value is skipped, and a compensation
+ * that turns NaN (an infinite value) is reset to 0. `sum` and `comp` are
+ * zeroed by the caller. Returns 1 where the groups never decrease (pandas
+ * then sums by np.add.reduceat instead: the caller must not use these
+ * sums), 0 where they do, -1 if a group lies outside. */
+int64_t tp_group_sum(const int64_t *group, const double *values, int64_t n, int64_t groups, double *sum,
+                     double *comp) {
+    int64_t sorted = 1, last = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t g = group[i];
+        if (g < 0 || g >= groups) return -1;
+        if (g < last) sorted = 0;
+        last = g;
+        const double v = values[i];
+        if (v != v) continue;
+        const double y = v - comp[g];
+        const double t = sum[g] + y;
+        double c = t - sum[g] - y;
+        if (c != c) c = 0.0;
+        comp[g] = c;
+        sum[g] = t;
+    }
+    return sorted;
+}
+
+static int64_t code_at(const void *codes, int width, int64_t i) {
+    switch (width) {
+    case 1: return ((const int8_t *)codes)[i];
+    case 2: return ((const int16_t *)codes)[i];
+    case 4: return ((const int32_t *)codes)[i];
+    default: return ((const int64_t *)codes)[i];
+    }
+}
+
+/* Rows ordered by code (codes of `width` bytes, each in [-1, ncodes)), ties
+ * in row order, into `order` (n); `bounds` (ncodes + 1): where code c's rows
+ * start in that order (np.searchsorted(sorted codes, arange(ncodes + 1))),
+ * the rows of code -1 first. Returns 0, or -1 if a code lies outside. */
+int64_t tp_code_order(const void *codes, int width, int64_t n, int64_t ncodes, int64_t *order,
+                      int64_t *bounds) {
+    /* bounds[c + 1] counts code c; bounds[0] the rows of code -1 (shifted below). */
+    for (int64_t c = 0; c <= ncodes; c++) bounds[c] = 0;
+    int64_t missing = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t c = code_at(codes, width, i);
+        if (c < -1 || c >= ncodes) return -1;
+        if (c < 0)
+            missing++;
+        else
+            bounds[c + 1]++;
+    }
+    /* Starts: code c's rows follow the missing ones and every lower code's. */
+    bounds[0] = missing;
+    for (int64_t c = 1; c <= ncodes; c++) bounds[c] += bounds[c - 1];
+    int64_t next_missing = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t c = code_at(codes, width, i);
+        if (c < 0)
+            order[next_missing++] = i;
+        else
+            order[bounds[c]++] = i;
+    }
+    /* Each start moved to the next code's: shift back. */
+    for (int64_t c = ncodes; c > 0; c--) bounds[c] = bounds[c - 1];
+    bounds[0] = missing;
+    return 0;
+}

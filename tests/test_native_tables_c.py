@@ -1,0 +1,97 @@
+"""tables.c's helpers give the bits of the code they stand in for.
+
+`native.group_sums` is pandas' grouped float sum (its Cython kernel, taken
+where the groups are not sorted) and `native.code_order` is a stable
+argsort of small codes with the start of each code's rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jupyter_torchprof.trace import native
+
+pytestmark = pytest.mark.skipif(
+    native.library() is None, reason="no C compiler: the numpy path is all there is"
+)
+
+# Values that make a compensated sum differ from a plain one, and its special cases.
+_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e-310, -1e-310, 1e16, -1e16, 1.0, 0.1, np.nan, np.inf, -np.inf]),
+)
+
+
+def _pandas_sums(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    return pd.DataFrame({"v": values}, copy=False).groupby(group, sort=False).sum()["v"].to_numpy()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), _FLOATS), min_size=2, max_size=200))
+def test_group_sums_are_pandas_bits(rows) -> None:
+    keys = np.array([k for k, _ in rows])
+    values = np.array([v for _, v in rows], dtype=np.float64)
+    group, uniques = pd.factorize(keys)
+    got = native.group_sums(group, values, len(uniques))
+    if not np.any(group[1:] < group[:-1]):
+        # Sorted groups: pandas adds by np.add.reduceat, so the helper declines.
+        assert got is None
+        return
+    want = _pandas_sums(group, values)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_group_sums_large_and_compensated() -> None:
+    rng = np.random.default_rng(3)
+    n = 300_000
+    group, uniques = pd.factorize(rng.integers(0, 500, n))
+    values = rng.normal(size=n) * 10.0 ** rng.integers(-12, 12, n)
+    values[rng.random(n) < 0.01] = np.nan
+    values[rng.random(n) < 0.01] = -0.0
+    got = native.group_sums(group, values, len(uniques))
+    want = _pandas_sums(group, values)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    # A plain (uncompensated) sum in row order differs somewhere: the test can tell.
+    plain = np.zeros(len(uniques))
+    ok = ~np.isnan(values)
+    np.add.at(plain, group[ok], values[ok])
+    assert not np.array_equal(plain.view(np.int64), want.view(np.int64))
+
+
+def test_group_sums_refuse_a_group_outside() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        native.group_sums(np.array([1, 0, 2]), np.ones(3), 2)
+    with pytest.raises(ValueError, match="outside"):
+        native.group_sums(np.array([1, -1, 0]), np.ones(3), 2)
+    with pytest.raises(ValueError, match="length"):
+        native.group_sums(np.array([1, 0]), np.ones(3), 2)
+
+
+def test_group_sums_empty() -> None:
+    assert native.group_sums(np.array([], dtype=np.int64), np.array([]), 0) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([np.int8, np.int16, np.int32, np.int64]),
+    st.integers(0, 40).flatmap(
+        lambda k: st.tuples(st.just(k), st.lists(st.integers(-1, k - 1), max_size=300))
+    ),
+)
+def test_code_order_is_stable_argsort(dtype, case) -> None:
+    ncodes, codes = case
+    codes = np.array(codes, dtype=dtype)
+    order, bounds = native.code_order(codes, ncodes)
+    want = np.argsort(codes, kind="stable")
+    assert np.array_equal(order, want)
+    assert np.array_equal(bounds, np.searchsorted(codes[want], np.arange(ncodes + 1)))
+
+
+def test_code_order_refuses_a_code_outside() -> None:
+    for bad in ([0, 3], [0, -2]):
+        with pytest.raises(ValueError, match="outside"):
+            native.code_order(np.array(bad, dtype=np.int16), 3)
