@@ -30,7 +30,7 @@ from ..analysis import tree as tree_mod
 from ..columns import sort_column
 from ..trace import categories as K
 from ..trace.files import parse_trace
-from ..trace.pages import small_pages
+from ..trace.pages import table_memory
 from ..trace.parser import TraceData, TraceMeta, read_flows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,7 +111,10 @@ class Profile:
 
     # Each table is computed with numpy's huge-page advice off
     # (`trace.pages.small_pages`): the compaction it triggers on fresh arrays
-    # made the 1M-event op table swing between 156 and 281 ms of CPU.
+    # made the 1M-event op table swing between 156 and 281 ms of CPU; and
+    # with large blocks reused from the heap (`trace.pages.reused_heap`): a
+    # fresh mapping per 80 MB temporary, faulted in page by page, was a third
+    # of the steps and findings of the 4 GB trace.
 
     def __init__(
         self,
@@ -152,7 +155,7 @@ class Profile:
     # derived structure (cached)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _tree(self) -> pd.DataFrame:
         return tree_mod.host_tree(self._data.events, self.meta.time_precision_us)
 
@@ -162,7 +165,7 @@ class Profile:
         return self._data.events
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _links(self) -> pd.DataFrame:
         tree = self._tree
         return links_mod.link_device_events(
@@ -170,7 +173,7 @@ class Profile:
         )
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _device_traced(self) -> bool:
         """Whether the trace holds device work (`summary`'s ``device_traced``, read from the events).
 
@@ -180,7 +183,7 @@ class Profile:
         return bool(K.kind_mask(self._data.events, K.DEVICE_ACTIVITY).any())
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _memory_owner(self) -> np.ndarray:
         mem = self._data.memory
         return links_mod.attribute_points(
@@ -192,7 +195,7 @@ class Profile:
         )
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _costs(self) -> pd.DataFrame:
         tree = self._tree
         return ops_mod.event_costs(
@@ -209,7 +212,7 @@ class Profile:
     # public tables
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def events(self) -> pd.DataFrame:
         """Every complete event, with its place in the call tree and its links.
 
@@ -249,7 +252,7 @@ class Profile:
             data.meta.flows_unread = 0
         return data.flows
 
-    @small_pages()
+    @table_memory()
     def op_table(
         self,
         group_by: str = "name",
@@ -288,7 +291,7 @@ class Profile:
         return ops_mod.per_step(cache[key], self.step_count) if per_step else cache[key]
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _estimates(self) -> pd.DataFrame:
         """Our FLOPs and bytes per event (`analysis.flops.own_estimates`)."""
         return flops_mod.own_estimates(self._data.events, self._tree["parent"].to_numpy())
@@ -301,7 +304,7 @@ class Profile:
         )
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def peaks(self) -> hardware_mod.DevicePeaks | None:
         """The traced device's peak FLOP/s per precision and memory bandwidth (`analysis.hardware`), None when unknown.
 
@@ -320,7 +323,7 @@ class Profile:
         return hardware_mod.device_peaks(self.meta.device_properties, busiest)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _kernel_shares(self) -> pd.DataFrame:
         return achieved_mod.kernel_shares(
             self._data.events, self._tree["parent"].to_numpy(), self._links["op"].to_numpy(), self._estimates
@@ -353,7 +356,7 @@ class Profile:
         return ops_mod.per_step(self.kernels, self.step_count) if per_step else self.kernels
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def module_of(self) -> pd.Series:
         """The module each event ran in (labels aligned with `events`; empty where none).
 
@@ -364,7 +367,7 @@ class Profile:
         return modules_mod.module_of(self._data.events, tree["parent"].to_numpy(), tree["depth"].to_numpy())
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def modules(self) -> pd.DataFrame:
         """One row per ``nn.Module`` (``--modules``, ``with_stack`` or TorchScript): calls, time, ops, kernels.
 
@@ -379,7 +382,7 @@ class Profile:
             self._links["op"].to_numpy(),
         )
 
-    @small_pages()
+    @table_memory()
     def module_kernels(self, module: str) -> pd.DataFrame:
         """The kernel table of the device work launched inside ``module`` (a label of `modules`)."""
         tree = self._tree
@@ -408,7 +411,7 @@ class Profile:
         return self.op_table("name")
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def kernels(self) -> pd.DataFrame:
         """One row per device kernel/copy/memset name (see `analysis.kernels.kernel_table`).
 
@@ -431,7 +434,7 @@ class Profile:
         return self._with_notes(table, notes_mod.KERNELS)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def annotations(self) -> pd.DataFrame:
         """Every note on an op or kernel row, with its explanation and the event that showed it.
 
@@ -475,13 +478,13 @@ class Profile:
         self._notes = list(value)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def _device_steps(self) -> np.ndarray:
         """Step (position in `steps`) that launched each device activity, -1 for none."""
         return steps_mod.device_steps(self._data.events, self._links)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def steps(self) -> pd.DataFrame:
         """One row per ``ProfilerStep#k`` (see `analysis.steps.step_table`).
 
@@ -503,7 +506,7 @@ class Profile:
         )
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def streams(self) -> pd.DataFrame:
         """Busy and idle time per device stream and per device (see `analysis.kernels.stream_table`).
 
@@ -522,7 +525,7 @@ class Profile:
         return kernels_mod.stream_table(self._data.events, window, act[mine])
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def kernel_families(self) -> pd.DataFrame:
         """Device busy time per kernel family, one row per step (see `analysis.breakdown`).
 
@@ -533,7 +536,7 @@ class Profile:
         return breakdown_mod.kernel_families(self._data.events, self.steps, self._device_steps)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def idle_breakdown(self) -> pd.DataFrame:
         """Device idle time per step by HTA's causes: host wait, kernel wait, other (see `analysis.breakdown`).
 
@@ -542,13 +545,13 @@ class Profile:
         return breakdown_mod.idle_breakdown(self._data.events, self._links, self.steps, self._device_steps)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def idle_by_stream(self) -> pd.DataFrame:
         """HTA's idle time breakdown per step and stream (`analysis.breakdown.idle_by_stream`)."""
         return breakdown_mod.idle_by_stream(self._data.events, self._links, self.steps, self._device_steps)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def memcpy(self) -> pd.DataFrame:
         """Copies and memsets with bytes and bandwidth."""
         return kernels_mod.memcpy_table(self._data.events)
@@ -561,7 +564,7 @@ class Profile:
         return sel.reset_index(drop=True)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def launches(self) -> pd.DataFrame:
         """One row per kernel/copy/memset: its launch, launching op and launch delay.
 
@@ -571,13 +574,13 @@ class Profile:
         return links_mod.launch_table(self._data.events, self._links)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def launch_summary(self) -> pd.DataFrame:
         """Launch overhead per runtime call and over all (see `analysis.links.launch_summary`)."""
         return links_mod.launch_summary(self.launches)
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def summary(self) -> dict[str, Any]:
         """Headline numbers: device, steps, wall/CPU/device time per step."""
         out = steps_mod.summarize(self.meta, self._data.events, self.steps, self._device_steps, self._links)
@@ -597,7 +600,7 @@ class Profile:
         return out
 
     @cached_property
-    @small_pages()
+    @table_memory()
     def findings(self) -> pd.DataFrame:
         """What an expert would point at in this trace (see `analysis.findings`).
 
