@@ -36,7 +36,7 @@ from ..trace import categories as K
 from ..trace import native
 from .flops import FLOPS_COLUMNS, estimate_flops
 from .memory import memory_in_intervals
-from .tree import children_sums, folded_into, subtree_sums
+from .tree import children_sums, folded_into, subtree_sums, unique_inverse
 
 STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
 STEP_ROW = "ProfilerStep*"
@@ -180,6 +180,13 @@ def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndar
     """
     into = costs["folded_into"].to_numpy()
     folded = np.flatnonzero(into >= 0)
+    # Each absorbing ancestor once (its sums' bin), and where it is among
+    # ``rows``: the shares are added up per ancestor, not into a column of
+    # every event (each one tens of ms of page faults on a large trace).
+    targets, bin_of = unique_inverse(into[folded])
+    at = np.searchsorted(rows, targets)
+    counted = at < len(rows)
+    counted[counted] = rows[at[counted]] == targets[counted]
     out: dict[str, np.ndarray] = {}
     for col in costs.columns:
         if col == "folded_into":
@@ -192,9 +199,14 @@ def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndar
             continue
         picked = values[rows]
         if col.startswith("self_") and len(folded):
-            # The float64 sum each row held before, as when the whole column was folded.
-            moved = np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
-            picked = picked.astype(np.float64, copy=False) + moved[rows]
+            # The float64 sum each row held before, as when the whole column
+            # was folded: each ancestor's shares added in row order from 0.0
+            # (np.bincount's), and 0.0 added where none came.
+            moved = np.zeros(len(rows))
+            shares = np.bincount(bin_of, weights=values[folded], minlength=len(targets))
+            moved[at[counted]] = shares[counted]
+            picked = picked.astype(np.float64, copy=False)
+            np.add(picked, moved, out=picked)
         out[col] = picked
     return out
 
@@ -322,10 +334,38 @@ def _aggregate(
     # memory recorded) sums to 0 in every group: no pass of pandas for it.
     zero = [c for c, v in values.items() if v.dtype == np.float64 and not v.any()]
     summed = {c: v for c, v in values.items() if c not in zero}
-    sums = pd.DataFrame(summed, copy=False).groupby(group, sort=False).sum() if summed else pd.DataFrame()
+    sums = _native_group_sums(group, len(first), summed)
+    rest = {c: v for c, v in summed.items() if c not in sums}
+    if rest:
+        frame = pd.DataFrame(rest, copy=False).groupby(group, sort=False).sum()
+        sums.update({c: frame[c].to_numpy() for c in rest})
     for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", *values):
-        table.setdefault(col, np.zeros(len(first)) if col in zero else sums[col].to_numpy())
+        table.setdefault(col, np.zeros(len(first)) if col in zero else sums[col])
     return table
+
+
+def _native_group_sums(
+    group: np.ndarray, groups: int, values: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The float64 columns of ``values`` summed by ``group`` in C (`native.group_sums`: pandas' bits), where it applies.
+
+    Through pandas a large table's sums cost several passes besides the
+    additions (the groups factorized again, checked for order). Empty where
+    the rows are few (the call costs more than pandas), the library is
+    missing, or the groups are sorted (pandas then adds by np.add.reduceat):
+    pandas sums those.
+    """
+    out: dict[str, np.ndarray] = {}
+    if len(group) < NATIVE_FROM_ROWS:
+        return out
+    for col, v in values.items():
+        if v.dtype != np.float64:
+            continue
+        done = native.group_sums(group, v, groups)
+        if done is None:
+            return {}
+        out[col] = done
+    return out
 
 
 def _group_codes(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import categories as K
+from ...trace import native
 from ..coded import CodedNames
 
 #: Bumped when a rule changes what it reports (part of the table cache's fingerprint).
@@ -23,6 +24,8 @@ OPS = "ops"
 KERNELS = "kernels"
 #: Joins several notes on one row.
 SEPARATOR = " · "
+#: Events from which `NoteContext.rows_by_name` sorts in C (below, numpy costs less than the call).
+NATIVE_FROM_ROWS = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ class NoteContext:
     def rows_by_name(self) -> tuple[pd.Index, np.ndarray, np.ndarray]:
         """The names, the events ordered by name code, and where each code's rows start in that order (and end)."""
         codes, categories = self.name_codes
+        # A counting sort in C on a large trace (a tenth of its notes' time as a sort).
+        done = native.code_order(codes, len(categories)) if len(codes) >= NATIVE_FROM_ROWS else None
+        if done is not None:
+            return categories, done[0], done[1]
         small = codes.astype(np.int16) if len(categories) < 2**15 else codes
         order = np.argsort(small, kind="stable")
         bounds = np.searchsorted(small[order], np.arange(len(categories) + 1))

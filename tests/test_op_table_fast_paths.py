@@ -1,0 +1,163 @@
+"""The op table's cheaper paths on large traces answer what the code they replace answered, bit for bit.
+
+* `ops._fold_self_costs` adds folded shares per absorbing ancestor, where
+  it used to add a bincount over every event;
+* `ops._aggregate` sums float columns in C (`native.group_sums`) where
+  pandas' grouped sum did (still does on small tables, sorted groups or
+  without the library);
+* `NoteContext.rows_by_name` orders events by name code with a counting
+  sort in C where a stable argsort did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jupyter_torchprof.analysis import ops
+from jupyter_torchprof.analysis.notes import base as notes_base
+from jupyter_torchprof.trace import native
+
+_SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-310, 1e16, 0.1]
+
+
+def _fold_by_bincount(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The code `_fold_self_costs` replaced: each self column folded over every event."""
+    into = costs["folded_into"].to_numpy()
+    folded = np.flatnonzero(into >= 0)
+    out = {}
+    for col in costs.columns:
+        if col == "folded_into":
+            continue
+        values = costs[col].to_numpy()
+        if values.dtype == np.float64 and not values.any():
+            out[col] = np.zeros(len(rows))
+            continue
+        picked = values[rows]
+        if col.startswith("self_") and len(folded):
+            moved = np.bincount(into[folded], weights=values[folded], minlength=len(values))[: len(values)]
+            picked = picked.astype(np.float64, copy=False) + moved[rows]
+        out[col] = picked
+    return out
+
+
+def _random_costs(rng: np.random.Generator, n: int, folded_share: float) -> tuple[pd.DataFrame, np.ndarray]:
+    pick = rng.integers(0, len(_SPECIAL) + 1, size=(4, n))
+    cols = {}
+    for k, name in enumerate(("self_cpu_us", "cpu_total_us", "self_device_us", "self_cpu_mem_bytes")):
+        special = np.array(_SPECIAL)[np.minimum(pick[k], len(_SPECIAL) - 1)]
+        cols[name] = np.where(pick[k] == len(_SPECIAL), rng.normal(size=n) * 1e3, special)
+    into = np.full(n, -1, dtype=np.int64)
+    fold = np.flatnonzero(rng.random(n) < folded_share)
+    # Ancestors anywhere (some folded rows, some not counted: both are dropped).
+    into[fold] = rng.integers(0, n, len(fold)) if n else into[fold]
+    cols["folded_into"] = into
+    counted = np.flatnonzero((into < 0) & (rng.random(n) < 0.8))
+    return pd.DataFrame(cols), counted
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 300, 20_000])
+@pytest.mark.parametrize("folded_share", [0.0, 0.05, 0.6])
+def test_fold_self_costs_equals_bincount_over_every_event(n: int, folded_share: float) -> None:
+    rng = np.random.default_rng(n + int(folded_share * 100))
+    costs, rows = _random_costs(rng, n, folded_share)
+    got = ops._fold_self_costs(costs, rows)
+    want = _fold_by_bincount(costs, rows)
+    assert list(got) == list(want)
+    for col in want:
+        assert got[col].dtype == want[col].dtype, col
+        assert np.array_equal(got[col].view(np.int64), want[col].view(np.int64)), col
+
+
+def _aggregate(monkeypatch, keys, labels, values, native_on: bool) -> dict[str, np.ndarray]:
+    with monkeypatch.context() as m:
+        m.setattr(ops, "NATIVE_FROM_ROWS", 0)
+        if not native_on:
+            m.setattr(native, "group_sums", lambda *a: None)
+        return ops._aggregate(keys, labels, values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 2), st.sampled_from(_SPECIAL + [1.0, -3.5, 2.25])),
+        min_size=1,
+        max_size=120,
+    ),
+    st.booleans(),
+)
+def test_aggregate_native_sums_equal_pandas(rows, sort_rows) -> None:
+    """Same table with the C sums and with pandas' (unsorted groups: its Cython kernel; sorted: np.add.reduceat)."""
+    if sort_rows:
+        rows = sorted(rows, key=lambda r: r[:2])
+    name = np.array([r[0] for r in rows], dtype=np.int64)
+    kind = np.array([r[1] for r in rows], dtype=np.int64)
+    value = np.array([r[2] for r in rows], dtype=np.float64)
+    keys = {"name": name, "kind": kind}
+    labels = {"name": np.array(["a", "b", "c", "d", "e", "f", ""], dtype=object)}
+    values = {
+        "self_cpu_us": value,
+        "cpu_total_us": value[::-1].copy(),
+        "self_device_us": np.zeros(len(value)),
+        "device_total_us": np.abs(value),
+        "flops": np.arange(len(value), dtype=np.int64),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        got = _aggregate(mp, keys, labels, values, True)
+        want = _aggregate(mp, keys, labels, values, False)
+    assert list(got) == list(want)
+    for col in want:
+        a, b = np.asarray(got[col]), np.asarray(want[col])
+        assert a.dtype == b.dtype, col
+        if a.dtype.kind == "f":
+            assert np.array_equal(a.view(np.int64), b.view(np.int64)), col
+        else:
+            assert np.array_equal(a, b), col
+
+
+def test_aggregate_takes_the_native_sums_on_a_large_table(monkeypatch) -> None:
+    """From `NATIVE_FROM_ROWS` rows the C sums are used (a broken one would show), below they are not."""
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    rng = np.random.default_rng(0)
+    n = ops.NATIVE_FROM_ROWS
+    keys = {"name": rng.integers(0, 50, n), "kind": rng.integers(0, 2, n)}
+    labels = {"name": np.array([f"op{k}" for k in range(50)] + [""], dtype=object)}
+    value = rng.normal(size=n)
+    values = {c: value for c in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")}
+    calls = []
+    monkeypatch.setattr(native, "group_sums", lambda g, v, k: calls.append(len(v)) or np.full(k, 7.0))
+    table = ops._aggregate(keys, labels, values)
+    assert calls and (table["cpu_total_us"] == 7.0).all()
+    calls.clear()
+    small = {k: v[: n - 1] for k, v in keys.items()}
+    ops._aggregate(small, labels, {c: v[: n - 1] for c, v in values.items()})
+    assert not calls
+
+
+def _context(codes: np.ndarray, categories: list[str]) -> notes_base.NoteContext:
+    names = pd.Categorical.from_codes(codes, categories=categories)
+    events = pd.DataFrame({"name": names, "kind": pd.Categorical(["cpu_op"] * len(codes))})
+    n = len(codes)
+    none = np.full(n, -1, dtype=np.int64)
+    return notes_base.NoteContext(events, none, none, none, device_traced=False)
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 40_000])
+@pytest.mark.parametrize("ncat", [1, 3, 200, 40_000])
+def test_rows_by_name_native_equals_argsort(monkeypatch, n: int, ncat: int) -> None:
+    rng = np.random.default_rng(n + ncat)
+    codes = rng.integers(-1, ncat, n)
+    categories = [f"name{k}" for k in range(ncat)]
+    monkeypatch.setattr(notes_base, "NATIVE_FROM_ROWS", 0)
+    _, order, bounds = _context(codes, categories).rows_by_name
+    with monkeypatch.context() as m:
+        m.setattr(native, "code_order", lambda *a: None)
+        _, want_order, want_bounds = _context(codes, categories).rows_by_name
+    assert order.dtype == want_order.dtype
+    assert np.array_equal(order, want_order)
+    assert np.array_equal(bounds, want_bounds)
+    assert np.array_equal(want_order, np.argsort(codes, kind="stable"))
