@@ -222,11 +222,24 @@ class Profile:
         launching op), ``launch_delay_us`` and the per-event costs
         ``self_cpu_us``, ``self_device_us``, ``device_total_us``.
         """
+        return self._events_frame(device_depth=True)
+
+    @property
+    def _findings_events(self) -> pd.DataFrame:
+        """`events` once made; until then the same frame less ``device_depth``, which no finding reads.
+
+        (Its nesting walk of the device streams was 0.12 s of the findings of a 9M-event trace.)
+        """
+        made = self.__dict__.get("events")
+        return made if made is not None else self._events_frame(device_depth=False)
+
+    def _events_frame(self, device_depth: bool) -> pd.DataFrame:
         events = self._data.events
         cols: dict[str, Any] = {c: events[c].array for c in events.columns}
         for frame in (self._tree, self._links, self._costs):
             cols.update({c: frame[c].array for c in frame.columns})
-        cols["device_depth"] = tree_mod.device_depth(events, self.meta.time_precision_us)
+        if device_depth:
+            cols["device_depth"] = tree_mod.device_depth(events, self.meta.time_precision_us)
         # One constructor call: adding columns one by one to a frame this
         # wide re-checks (and may copy) it every time.
         return pd.DataFrame(cols, index=events.index, copy=False)

@@ -242,8 +242,10 @@ def inputs_from_profile(profile: Any) -> Inputs:
         stats = getattr(capture, "compile_stats", None)
     meta = profile.meta
     steps, launch_step = _counted_steps_and_launches(profile)
+    # A profile's frame without the columns no rule reads, where it offers one.
+    events = getattr(profile, "_findings_events", None)
     return Inputs(
-        events=profile.events,
+        events=profile.events if events is None else events,
         steps=steps,
         summary=profile.summary,
         kernels=profile.kernels,
