@@ -95,3 +95,29 @@ def test_code_order_refuses_a_code_outside() -> None:
     for bad in ([0, 3], [0, -2]):
         with pytest.raises(ValueError, match="outside"):
             native.code_order(np.array(bad, dtype=np.int16), 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), _FLOATS), min_size=2, max_size=150),
+    st.lists(st.integers(0, 10_000), min_size=2, max_size=150),
+)
+def test_group_sums_read_at_positions_as_gathered(rows, picks) -> None:
+    """Sums of ``values[at]`` read in place are the sums of the gathered copy."""
+    column = np.array([v for _, v in rows], dtype=np.float64)
+    at = np.array([p % len(column) for p in picks], dtype=np.int64)
+    group, uniques = pd.factorize(np.array([rows[k % len(rows)][0] for k in range(len(at))]))
+    got = native.group_sums(group, column, len(uniques), at=at)
+    want = native.group_sums(group, column[at], len(uniques))
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+        assert np.array_equal(want.view(np.int64), _pandas_sums(group, column[at]).view(np.int64))
+
+
+def test_group_sums_refuse_a_position_outside() -> None:
+    for at in ([0, 3, 1], [0, -1, 1]):
+        with pytest.raises(ValueError, match="outside"):
+            native.group_sums(np.array([1, 0, 1]), np.ones(3), 2, at=np.array(at))
+    with pytest.raises(ValueError, match="length"):
+        native.group_sums(np.array([1, 0]), np.ones(3), 2, at=np.array([0, 1, 2]))

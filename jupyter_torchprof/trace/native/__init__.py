@@ -156,7 +156,7 @@ def _open(path: Path) -> Any:
     lib.tp_dense.restype = ctypes.c_int64
     lib.tp_dense.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
     lib.tp_group_sum.restype = ctypes.c_int64
-    lib.tp_group_sum.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
+    lib.tp_group_sum.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2
     lib.tp_code_order.restype = ctypes.c_int64
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
@@ -319,13 +319,14 @@ def children_sums(parent: Any, values: Any) -> Any:
     return out
 
 
-def group_sums(group: Any, values: Any, groups: int) -> Any:
+def group_sums(group: Any, values: Any, groups: int, at: Any = None) -> Any:
     """The grouped float sum of pandas' Cython kernel (``DataFrame.groupby(group, sort=False).sum()`` where ``group`` is not sorted) of one column, in C (same bits).
 
     ``group``: each row's group number in ``[0, groups)``; ``values``:
-    float64. Returns the sums; None without the library, or where ``group``
-    never decreases (pandas then sums each run by ``np.add.reduceat``,
-    which adds in another order).
+    float64, one per row, or read at positions ``at`` (one per row; the
+    sums of ``values[at]`` without that copy). Returns the sums; None
+    without the library, or where ``group`` never decreases (pandas then
+    sums each run by ``np.add.reduceat``, which adds in another order).
     """
     import numpy as np
 
@@ -334,15 +335,18 @@ def group_sums(group: Any, values: Any, groups: int) -> Any:
         return None
     group = np.ascontiguousarray(group, dtype=np.int64)
     values = np.ascontiguousarray(values, dtype=np.float64)
-    if len(group) != len(values):
+    if at is not None:
+        at = np.ascontiguousarray(at, dtype=np.int64)
+    if len(group) != (len(values) if at is None else len(at)):
         raise ValueError("group and values differ in length")
     out = np.zeros(max(int(groups), 0), dtype=np.float64)
     comp = np.zeros_like(out)
     done = lib.tp_group_sum(
-        group.ctypes.data, values.ctypes.data, len(group), len(out), out.ctypes.data, comp.ctypes.data
-    )
+        group.ctypes.data, None if at is None else at.ctypes.data, values.ctypes.data,
+        len(group), len(values), len(out), out.ctypes.data, comp.ctypes.data,
+    )  # fmt: skip
     if done < 0:
-        raise ValueError(f"a group outside [0, {groups})")
+        raise ValueError(f"a group outside [0, {groups}) or a position outside the values")
     return None if done == 1 else out
 
 

@@ -15,21 +15,26 @@
 
 #include <stdint.h>
 
-/* Adds `values` (n rows) into `sum` by `group` (n rows, each in [0, groups)),
- * with pandas' compensation: a NaN value is skipped, and a compensation
- * that turns NaN (an infinite value) is reset to 0. `sum` and `comp` are
- * zeroed by the caller. Returns 1 where the groups never decrease (pandas
- * then sums by np.add.reduceat instead: the caller must not use these
- * sums), 0 where they do, -1 if a group lies outside. */
-int64_t tp_group_sum(const int64_t *group, const double *values, int64_t n, int64_t groups, double *sum,
-                     double *comp) {
+/* Adds `values[at[i]]` (or `values[i]` where `at` is NULL) for the n rows
+ * into `sum` by `group` (n rows, each in [0, groups)), with pandas'
+ * compensation: a NaN value is skipped, and a compensation that turns NaN
+ * (an infinite value) is reset to 0. Reading through `at` spares the
+ * caller a gathered copy of each column. `sum` and `comp` are zeroed by
+ * the caller; `m` is the length of `values`. Returns 1 where the groups
+ * never decrease (pandas then sums by np.add.reduceat instead: the caller
+ * must not use these sums), 0 where they do, -1 if a group or a position
+ * lies outside. */
+int64_t tp_group_sum(const int64_t *group, const int64_t *at, const double *values, int64_t n, int64_t m,
+                     int64_t groups, double *sum, double *comp) {
     int64_t sorted = 1, last = 0;
     for (int64_t i = 0; i < n; i++) {
         const int64_t g = group[i];
         if (g < 0 || g >= groups) return -1;
         if (g < last) sorted = 0;
         last = g;
-        const double v = values[i];
+        const int64_t row = at ? at[i] : i;
+        if (row < 0 || row >= m) return -1;
+        const double v = values[row];
         if (v != v) continue;
         const double y = v - comp[g];
         const double t = sum[g] + y;
