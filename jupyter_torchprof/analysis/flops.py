@@ -535,18 +535,25 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     """
     n = len(events)
     flops, moved = np.zeros(n), np.zeros(n)
-    labels, at = np.array([""], dtype=object), np.zeros(n, dtype=np.int64)
+    labels, at = np.array([""], dtype=object), None
     rows = _candidates(events) if n and "input_dims" in events else np.array([], dtype=np.int64)
     if len(rows):
         flops[rows], moved[rows], dtype = _estimates_of_calls(events, rows)
         # The names' test runs on the categories, not on a string per event.
         deferring = _named(events, _DEFERRING)
-        keep = _keep_outermost(deferring, flops, np.asarray(parent))
-        flops, moved = np.where(keep, flops, 0.0), np.where(keep, moved, 0.0)
+        keep = _keep_outermost(deferring, flops, np.asarray(parent))[rows]
+        # Zeroed in place at the candidates left out: elsewhere both are 0
+        # already (two new arrays of every event were 150 MB on 9M events).
+        dropped = rows[~keep]
+        flops[dropped] = 0.0
+        moved[dropped] = 0.0
         # Element types by code: a few distinct ones over every event ("" first).
-        codes, uniq = pd.factorize(np.concatenate([[""], np.where(keep[rows], dtype, "")]).astype(object))
+        codes, uniq = pd.factorize(np.concatenate([[""], np.where(keep, dtype, "")]).astype(object))
         labels = np.asarray(uniq, dtype=object)
+        at = np.zeros(n, dtype=_code_type(len(labels)))
         at[rows] = codes[1:]
+    if at is None:
+        at = np.zeros(n, dtype=np.int8)
     # One frame made at the end (a frame of defaults, then three column
     # replacements, was a fixed cost on every trace).
     # The element types as a categorical (codes into the few labels): a
@@ -554,6 +561,14 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     # a column read only at the rows with an estimate.
     est_dtype = pd.Categorical.from_codes(at, labels) if n else np.array([], dtype=object)
     return pd.DataFrame({"est_flops": flops, "est_bytes": moved, "est_dtype": est_dtype}, index=events.index)
+
+
+def _code_type(labels: int) -> type:
+    """The integer type pandas keeps a categorical's codes in for ``labels`` categories (no conversion pass)."""
+    for t in (np.int8, np.int16, np.int32):
+        if labels < np.iinfo(t).max:
+            return t
+    return np.int64
 
 
 def _candidates(events: pd.DataFrame) -> np.ndarray:
