@@ -76,7 +76,7 @@ def _aggregate(monkeypatch, keys, labels, values, native_on: bool) -> dict[str, 
     with monkeypatch.context() as m:
         m.setattr(ops, "NATIVE_FROM_ROWS", 0)
         if not native_on:
-            m.setattr(native, "group_sums", lambda *a: None)
+            m.setattr(native, "group_sums", lambda *a, **k: None)
         return ops._aggregate(keys, labels, values)
 
 
@@ -129,7 +129,9 @@ def test_aggregate_takes_the_native_sums_on_a_large_table(monkeypatch) -> None:
     value = rng.normal(size=n)
     values = {c: value for c in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")}
     calls = []
-    monkeypatch.setattr(native, "group_sums", lambda g, v, k: calls.append(len(v)) or np.full(k, 7.0))
+    monkeypatch.setattr(
+        native, "group_sums", lambda g, v, k, at=None: calls.append(len(v)) or np.full(k, 7.0)
+    )
     table = ops._aggregate(keys, labels, values)
     assert calls and (table["cpu_total_us"] == 7.0).all()
     calls.clear()
@@ -161,3 +163,44 @@ def test_rows_by_name_native_equals_argsort(monkeypatch, n: int, ncat: int) -> N
     assert np.array_equal(order, want_order)
     assert np.array_equal(bounds, want_bounds)
     assert np.array_equal(want_order, np.argsort(codes, kind="stable"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5), st.integers(0, 1), st.sampled_from(_SPECIAL + [1.0, -3.5]), st.booleans()
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    st.booleans(),
+)
+def test_aggregate_reads_columns_in_place_as_gathered(events, zeros_at_rows) -> None:
+    """`AtRows` columns (read at the counted rows in C, or gathered for pandas) give the gathered columns' table."""
+    column = np.array([e[2] for e in events], dtype=np.float64)
+    rows = np.flatnonzero([e[3] for e in events])
+    if zeros_at_rows:
+        column[rows] = np.where(np.arange(len(rows)) % 2, 0.0, -0.0)
+    keys = {"name": np.array([e[0] for e in events])[rows], "kind": np.array([e[1] for e in events])[rows]}
+    if not len(rows):
+        return
+    labels = {"name": np.array(["a", "b", "c", "d", "e", "f", ""], dtype=object)}
+    lazy = {
+        c: ops.AtRows(column) for c in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
+    }
+    gathered = {c: column[rows] for c in lazy}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ops, "NATIVE_FROM_ROWS", 0)
+        got = ops._aggregate(keys, labels, lazy, rows)
+        mp.setattr(native, "group_sums", lambda *a, **k: None)
+        got_pandas = ops._aggregate(keys, labels, lazy, rows)
+        want = ops._aggregate(keys, labels, gathered)
+    for table in (got, got_pandas):
+        assert list(table) == list(want)
+        for col in want:
+            a, b = np.asarray(table[col]), np.asarray(want[col])
+            assert a.dtype == b.dtype, col
+            assert (
+                np.array_equal(a.view(np.int64), b.view(np.int64)) if a.dtype.kind == "f" else (a == b).all()
+            )

@@ -170,13 +170,33 @@ def _memory_costs(
     return out
 
 
-def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
+class AtRows:
+    """A column of every event that the table reads at its counted rows (`_aggregate` sums it in place, or gathers it)."""
+
+    __slots__ = ("column",)
+
+    def __init__(self, column: np.ndarray) -> None:
+        self.column = column
+
+
+#: A summed column: aligned with the counted rows, or read at them.
+Counted = np.ndarray | AtRows
+
+
+def _at_rows(values: np.ndarray | AtRows, rows: np.ndarray | None) -> np.ndarray:
+    """``values`` as an array aligned with the counted rows (gathered where it is an `AtRows`)."""
+    return values.column[rows] if isinstance(values, AtRows) else values
+
+
+def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray, in_place: bool = False) -> dict[str, Counted]:
     """Self costs at ``rows`` (events not folded) with each folded event's share moved to the ancestor that absorbs it.
 
     Totals need no change: the absorbing ancestor encloses the folded event,
     so its total already holds it (the folded row is simply not counted).
     Returns the columns at ``rows`` as arrays (``folded_into`` left out):
     only the counted rows are gathered, no copy of every event's column.
+    With ``in_place``, a float column that takes no folded share is
+    returned as `AtRows` (read where it lies, not gathered).
     """
     into = costs["folded_into"].to_numpy()
     folded = np.flatnonzero(into >= 0)
@@ -197,8 +217,12 @@ def _fold_self_costs(costs: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndar
             # rows and folded shares are zeros, without a gather of each.
             out[col] = np.zeros(len(rows))
             continue
+        moves = col.startswith("self_") and len(folded)
+        if in_place and values.dtype == np.float64 and not moves:
+            out[col] = AtRows(values)
+            continue
         picked = values[rows]
-        if col.startswith("self_") and len(folded):
+        if moves:
             # The float64 sum each row held before, as when the whole column
             # was folded: each ancestor's shares added in row order from 0.0
             # (np.bincount's), and 0.0 added where none came.
@@ -254,12 +278,15 @@ def op_table(
     kinds = K.OP_KINDS + ((K.PYTHON_FUNCTION,) if include_python else ())
     # The counted rows: ops not folded into a same-name parent.
     rows = np.flatnonzero(K.kind_mask(events, kinds) & (costs["folded_into"].to_numpy() < 0))
-    folded_costs = _fold_self_costs(costs, rows)
+    # On a large table the sums read columns where they lie (`AtRows`): a
+    # gathered copy of each costs its pages' faults (tens of ms apiece).
+    in_place = len(rows) >= NATIVE_FROM_ROWS and native.library() is not None
+    folded_costs = _fold_self_costs(costs, rows, in_place)
     keys, labels = _key_codes(events, rows, group_by, group_values)
-    values = _counted_values(events, folded_costs, rows, flops)
+    values = _counted_values(events, folded_costs, rows, flops, in_place)
     # The table is built as arrays and made a frame once: on a small trace,
     # pandas' per-column overhead cost more than the whole aggregation.
-    table = _aggregate(keys, labels, values)
+    table = _aggregate(keys, labels, values, rows)
     kind_names = np.array(list(events["kind"].cat.categories), dtype=object)
     table["kind"] = kind_names[table["kind"]]
     _add_shares_and_means(table)
@@ -291,16 +318,18 @@ def _key_codes(
 
 
 def _counted_values(
-    events: pd.DataFrame, costs: dict[str, np.ndarray], rows: np.ndarray, flops: bool
-) -> dict[str, np.ndarray]:
+    events: pd.DataFrame, costs: dict[str, Counted], rows: np.ndarray, flops: bool, in_place: bool = False
+) -> dict[str, Counted]:
     """The columns the table sums, at ``rows``, in the table's order (``dur`` is the total CPU time).
 
     ``costs``: the cost columns at ``rows`` already (`_fold_self_costs`).
+    With ``in_place``, ``dur`` is an `AtRows`.
     """
     # Only the summed columns are gathered, as arrays: selecting rows of the
     # frames (thirty columns, most of them device-only) costs more than the
     # aggregation.
-    out = {"cpu_total_us": events["dur"].to_numpy()[rows]}
+    dur = events["dur"].to_numpy()
+    out: dict[str, Counted] = {"cpu_total_us": AtRows(dur) if in_place else dur[rows]}
     for col in ("self_cpu_us", "self_device_us", "device_total_us"):
         out[col] = costs[col]
     for col, values in costs.items():
@@ -314,13 +343,17 @@ def _counted_values(
 
 
 def _aggregate(
-    keys: dict[str, np.ndarray], labels: dict[str, np.ndarray], values: dict[str, np.ndarray]
+    keys: dict[str, np.ndarray],
+    labels: dict[str, np.ndarray],
+    values: dict[str, Counted],
+    rows: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """One row per distinct key (name, kind and grouping), in order of first appearance: calls and sums.
 
     The kind is part of the key, as ``is_user_annotation`` is of torch's: a
     ``record_function("aten::mm")`` range is a row of its own, not more
     calls of the op ``aten::mm``. Returns the columns as arrays.
+    ``rows``: where the `AtRows` values are read.
     """
     group, first = _group_codes(list(keys.values()))
     table: dict[str, np.ndarray] = {key: codes[first] for key, codes in keys.items()}
@@ -332,20 +365,22 @@ def _aggregate(
     # the figures of the grouped aggregation this replaces, bit for bit.
     # A float column of zeros (device memory of a host-only trace, or no
     # memory recorded) sums to 0 in every group: no pass of pandas for it.
-    zero = [c for c, v in values.items() if v.dtype == np.float64 and not v.any()]
-    summed = {c: v for c, v in values.items() if c not in zero}
-    sums = _native_group_sums(group, len(first), summed)
-    rest = {c: v for c, v in summed.items() if c not in sums}
-    if rest:
-        frame = pd.DataFrame(rest, copy=False).groupby(group, sort=False).sum()
-        sums.update({c: frame[c].to_numpy() for c in rest})
+    sums = _native_group_sums(group, len(first), values, rows)
+    rest = {c: _at_rows(v, rows) for c, v in values.items() if c not in sums}
+    # (Every float column is summed in C or none is: in C a column of
+    # zeros sums to +0.0 in each group, as below.)
+    zero = [c for c, v in rest.items() if v.dtype == np.float64 and not v.any()]
+    summed = {c: v for c, v in rest.items() if c not in zero}
+    if summed:
+        frame = pd.DataFrame(summed, copy=False).groupby(group, sort=False).sum()
+        sums.update({c: frame[c].to_numpy() for c in summed})
     for col in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", *values):
         table.setdefault(col, np.zeros(len(first)) if col in zero else sums[col])
     return table
 
 
 def _native_group_sums(
-    group: np.ndarray, groups: int, values: dict[str, np.ndarray]
+    group: np.ndarray, groups: int, values: dict[str, Counted], rows: np.ndarray | None
 ) -> dict[str, np.ndarray]:
     """The float64 columns of ``values`` summed by ``group`` in C (`native.group_sums`: pandas' bits), where it applies.
 
@@ -359,9 +394,11 @@ def _native_group_sums(
     if len(group) < NATIVE_FROM_ROWS:
         return out
     for col, v in values.items():
-        if v.dtype != np.float64:
+        column, at = (v.column, rows) if isinstance(v, AtRows) else (v, None)
+        if column.dtype != np.float64 or (at is None and not column.any()):
+            # (a column of zeros at the rows: no sums to make, see `_aggregate`)
             continue
-        done = native.group_sums(group, v, groups)
+        done = native.group_sums(group, column, groups, at=at)
         if done is None:
             return {}
         out[col] = done
