@@ -33,6 +33,7 @@ SOURCES = (
     Path(__file__).with_name("nest.c"),
     Path(__file__).with_name("group.c"),
     Path(__file__).with_name("tables.c"),
+    Path(__file__).with_name("steps.c"),
 )
 #: Flags the library is compiled with (part of its tag).
 #: -O3 over -O2: the scan of the 1M-event trace 282 vs 291 ms, nine rotated rounds (same
@@ -142,6 +143,7 @@ def _open(path: Path) -> Any:
             return None
         lib.tp_dense  # noqa: B018 - a library without it is another version's
         lib.tp_group_sum  # noqa: B018
+        lib.tp_outermost  # noqa: B018
     except (OSError, AttributeError):  # not a library for this machine, or another one's
         return None
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
@@ -161,6 +163,8 @@ def _open(path: Path) -> Any:
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
     ] * 2
+    lib.tp_outermost.restype = ctypes.c_int64
+    lib.tp_outermost.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_void_p]
     return lib
 
 
@@ -373,3 +377,39 @@ def code_order(codes: Any, ncodes: int) -> tuple[Any, Any] | None:
     if done < 0:
         raise ValueError(f"a code outside [-1, {ncodes})")
     return order, bounds
+
+
+def outermost(kind: Any, member: Any, parent: Any, ts: Any, dur: Any) -> Any:
+    """`analysis.steps._outermost` over every event of the member kinds, in C (steps.c): their rows, or None without the library.
+
+    ``kind``: int8 kind codes; ``member``: 256 flags indexed by a code as an
+    unsigned byte (-1 reads the last); ``parent``: the host tree's parents.
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    kind = np.ascontiguousarray(kind, dtype=np.int8)
+    member = np.ascontiguousarray(member, dtype=np.uint8)
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    ts = np.ascontiguousarray(ts, dtype=np.float64)
+    dur = np.ascontiguousarray(dur, dtype=np.float64)
+    n = len(kind)
+    if len(member) != 256:
+        raise ValueError("member needs one flag per byte value (256)")
+    if not (len(parent) == len(ts) == len(dur) == n):
+        raise ValueError("kind, parent, ts and dur differ in length")
+    out = np.empty(n, dtype=np.int64)
+    count = lib.tp_outermost(
+        kind.ctypes.data,
+        member.ctypes.data,
+        parent.ctypes.data,
+        ts.ctypes.data,
+        dur.ctypes.data,
+        n,
+        out.ctypes.data,
+    )
+    if count < 0:
+        raise ValueError("a parent outside the events")
+    return out[:count]
