@@ -420,6 +420,11 @@ def subtree_sums(parent: np.ndarray, depth: np.ndarray, own: np.ndarray) -> np.n
     time sits on the few ops that launch: sorting every event by depth cost
     most of this.
     """
+    if len(parent) >= NATIVE_FROM_NODES:
+        # In C: every node bucketed by level once, the same additions.
+        done = native.subtree_sums(parent, depth, own)
+        if done is not None:
+            return done
     total = own.astype(np.float64, copy=True)
     if len(parent) == 0:
         return total
@@ -547,6 +552,12 @@ def folded_into(
         ``depth >= 0``), when the caller has them already.
     """
     n = len(parent)
+    if n >= NATIVE_FROM_NODES:
+        # In C: children counted, names compared and chains walked in three
+        # passes, with no array of every event's child count.
+        done = native.folded_into(parent, depth, name_code)
+        if done is not None:
+            return done
     out = np.full(n, -1, dtype=np.int64)
     if kids is None:
         kids = np.flatnonzero((parent >= 0) & (depth >= 0))

@@ -159,6 +159,12 @@ def _open(path: Path) -> Any:
     lib.tp_dense.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
     lib.tp_group_sum.restype = ctypes.c_int64
     lib.tp_group_sum.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2
+    lib.tp_subtree_sums.restype = ctypes.c_int64
+    lib.tp_subtree_sums.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 6
+    lib.tp_folded_into.restype = ctypes.c_int64
+    lib.tp_folded_into.argtypes = (
+        [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_int64] + [ctypes.c_void_p] * 3
+    )
     lib.tp_code_order.restype = ctypes.c_int64
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
@@ -413,3 +419,59 @@ def outermost(kind: Any, member: Any, parent: Any, ts: Any, dur: Any) -> Any:
     if count < 0:
         raise ValueError("a parent outside the events")
     return out[:count]
+
+
+def subtree_sums(parent: Any, depth: Any, own: Any) -> Any:
+    """`analysis.tree.subtree_sums` in C (the same additions, same bits), or None without the library."""
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    depth = np.ascontiguousarray(depth, dtype=np.int32)
+    total = np.array(own, dtype=np.float64)  # a copy: summed in place
+    n = len(parent)
+    if not (len(depth) == len(total) == n):
+        raise ValueError("parent, depth and own differ in length")
+    levels = max(int(depth.max(initial=0)), 0) + 1
+    starts = np.zeros(levels + 1, dtype=np.int64)
+    # Scratch bound to names: an array made inside the call's arguments
+    # would be freed before C reads it. acc and mark are zeroed lazily by
+    # the system: only the parents' pages are touched.
+    order, acc = np.empty(n, dtype=np.int64), np.zeros(n)
+    mark, touched = np.zeros(n, dtype=np.uint8), np.empty(n, dtype=np.int64)
+    done = lib.tp_subtree_sums(
+        parent.ctypes.data, depth.ctypes.data, n, levels, total.ctypes.data,
+        order.ctypes.data, starts.ctypes.data, acc.ctypes.data, mark.ctypes.data, touched.ctypes.data,
+    )  # fmt: skip
+    if done < 0:
+        raise ValueError("a parent outside the tree")
+    return total
+
+
+def folded_into(parent: Any, depth: Any, codes: Any) -> Any:
+    """`analysis.tree.folded_into` in C (the host tree's nodes: ``parent >= 0``, ``depth >= 0``), or None without the library."""
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    depth = np.ascontiguousarray(depth, dtype=np.int32)
+    codes = np.ascontiguousarray(codes)
+    if codes.dtype not in (np.int8, np.int16, np.int32, np.int64):
+        codes = codes.astype(np.int64)
+    n = len(parent)
+    if not (len(depth) == len(codes) == n):
+        raise ValueError("parent, depth and codes differ in length")
+    out = np.empty(n, dtype=np.int64)
+    # (scratch bound to names, alive through the call; zeroed lazily by the system)
+    children, folded = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.uint8)
+    done = lib.tp_folded_into(
+        parent.ctypes.data, depth.ctypes.data, codes.ctypes.data, codes.dtype.itemsize, n,
+        children.ctypes.data, folded.ctypes.data, out.ctypes.data,
+    )  # fmt: skip
+    if done < 0:
+        raise ValueError("a parent outside the tree, or parents in a loop")
+    return out

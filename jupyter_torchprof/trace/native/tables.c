@@ -88,3 +88,87 @@ int64_t tp_code_order(const void *codes, int width, int64_t n, int64_t ncodes, i
     bounds[0] = missing;
     return 0;
 }
+
+/* Each node's own value plus its descendants' (analysis.tree.subtree_sums),
+ * with that function's additions: level by level from the deepest (a
+ * node's level is max(depth, 0); level 0 passes nothing up), each node of
+ * the level whose total is not 0 adds it, in row order, into a sum per
+ * parent started at 0.0; after the level, each parent that received one
+ * adds it to its total. `total` holds the own values and is summed in
+ * place. Scratch from the caller: `order` (n), `starts` (levels + 1, zeroed,
+ * `levels` = max level + 1), `acc` (n, zeroed), `mark` (n, zeroed),
+ * `touched` (n). Returns 0, or -1 if a parent lies outside [-1, n) or a
+ * depth above `levels` - 1. */
+int64_t tp_subtree_sums(const int64_t *parent, const int32_t *depth, int64_t n, int64_t levels, double *total,
+                        int64_t *order, int64_t *starts, double *acc, uint8_t *mark, int64_t *touched) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t lv = depth[i] > 0 ? depth[i] : 0;
+        if (lv >= levels || parent[i] < -1 || parent[i] >= n) return -1;
+        starts[lv + 1]++;
+    }
+    for (int64_t lv = 1; lv <= levels; lv++) starts[lv] += starts[lv - 1];
+    /* Nodes by level, row order within one (a counting sort); starts[lv]
+     * ends at the next level's start, so level lv spans
+     * [starts[lv - 1], starts[lv]) afterwards, level 0 [0, starts[0]). */
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t lv = depth[i] > 0 ? depth[i] : 0;
+        order[starts[lv]++] = i;
+    }
+    for (int64_t lv = levels - 1; lv >= 1; lv--) {
+        int64_t count = 0;
+        for (int64_t k = starts[lv - 1]; k < starts[lv]; k++) {
+            const int64_t i = order[k], p = parent[i];
+            if (p < 0 || !(total[i] != 0)) continue;
+            if (!mark[p]) {
+                mark[p] = 1;
+                touched[count++] = p;
+            }
+            acc[p] += total[i];
+        }
+        for (int64_t t = 0; t < count; t++) {
+            const int64_t p = touched[t];
+            total[p] += acc[p];
+            acc[p] = 0.0;
+            mark[p] = 0;
+        }
+    }
+    return 0;
+}
+
+/* Where torch's key_averages() folds each event (analysis.tree.folded_into):
+ * a node with a parent (both on the host tree: parent >= 0, depth >= 0)
+ * that is its parent's only such child and has its name (code >= 0, codes
+ * of `width` bytes) is folded; `out` gets, for each folded node, its
+ * nearest ancestor that is not folded (-1 for none), and -1 elsewhere.
+ * Scratch from the caller: `children` (n, zeroed), `folded` (n, zeroed).
+ * Returns 0, or -1 if a parent lies outside [-1, n) or the parents loop. */
+int64_t tp_folded_into(const int64_t *parent, const int32_t *depth, const void *codes, int width, int64_t n,
+                       int32_t *children, uint8_t *folded, int64_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t p = parent[i];
+        if (p < -1 || p >= n) return -1;
+        if (p >= 0 && depth[i] >= 0 && children[p] < 2) children[p]++;
+    }
+    int64_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = -1;
+        const int64_t p = parent[i];
+        if (p < 0 || depth[i] < 0 || children[p] != 1) continue;
+        const int64_t c = code_at(codes, width, i);
+        if (c >= 0 && c == code_at(codes, width, p)) {
+            folded[i] = 1;
+            any = 1;
+        }
+    }
+    if (!any) return 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!folded[i]) continue;
+        int64_t a = parent[i], steps = 0;
+        while (a >= 0 && folded[a]) {
+            a = parent[a];
+            if (++steps > n) return -1;
+        }
+        out[i] = a;
+    }
+    return 0;
+}
