@@ -46,19 +46,25 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
     out = []
     for d in sorted(set(dev[is_comm & mine].tolist())):
         comm = kern[is_comm & mine & (dev == d)]
-        # Any compute on the device hides a collective, whoever launched it.
-        compute = kern[~is_comm & (dev == d)]
         c_ts, c_end = inp.ts[comm], inp.end[comm]
         bs, be = merge(c_ts, c_end)
-        ks, ke = merge(inp.ts[compute], inp.end[compute])
         comm_union = float((be - bs).sum())
+        per = inp.n_steps
+        wall = inp.wall_per_step
+        # Any compute on the device hides a collective, whoever launched it.
+        compute = kern[~is_comm & (dev == d)]
+        k_ts, k_end = inp.ts[compute], inp.end[compute]
+        if _exposed_pct(comm_union, per, wall) < th.comm_exposed_min_pct and _bounded(bs, be, k_ts, k_end):
+            # Exposed time is then at most the union (each overlap subtracted
+            # is >= 0, and rounding is monotone): under the threshold whatever
+            # compute hides, so the merge of every compute kernel is skipped.
+            continue
+        ks, ke = merge(k_ts, k_end)
         exposed = comm_union - float(overlap_with(ks, ke, bs, be).sum())
         exposed_per_kernel = (c_end - c_ts) - overlap_with(ks, ke, c_ts, c_end)
         comm_sum = float((c_end - c_ts).sum())
-        per = inp.n_steps
-        wall = inp.wall_per_step
         exp_step = exposed / per
-        pct = 100 * exp_step / wall if wall > 0 else 0.0
+        pct = _exposed_pct(exposed, per, wall)
         if pct < th.comm_exposed_min_pct:
             continue
         hidden = 100 * (1 - exposed / comm_union) if comm_union > 0 else 0.0
@@ -94,6 +100,18 @@ def find_exposed_communication(inp: Inputs, th: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+def _bounded(bs: np.ndarray, be: np.ndarray, k_ts: np.ndarray, k_end: np.ndarray) -> bool:
+    """Whether every overlap `overlap_with` gives is >= 0: finite compute, no interval or block ending before it starts."""
+    return bool(
+        (be >= bs).all() and np.isfinite(k_ts).all() and np.isfinite(k_end).all() and (k_end >= k_ts).all()
+    )
+
+
+def _exposed_pct(exposed: float, steps: int, wall: float) -> float:
+    """Exposed time per step as a share of the step's wall time (0 without a wall time)."""
+    return 100 * (exposed / steps) / wall if wall > 0 else 0.0
 
 
 def find_unchecked_ranks(inp: Inputs, th: Thresholds) -> list[Finding]:
