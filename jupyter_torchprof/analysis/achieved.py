@@ -278,27 +278,62 @@ def _sums_by_name(
         ids, uniq = rank[codes], labels[by_label]
     else:
         ids, uniq = pd.factorize(names.to_numpy(dtype=object)[rows], sort=True)
-    # A missing name is no group (groupby drops it).
-    key = np.where(ids >= 0, ids, np.nan) if (ids < 0).any() else ids
-    # One Series each, as the old agg summed each column.
-    f = pd.Series(shares["est_flops"].to_numpy()).groupby(key).sum()
-    b = pd.Series(shares["est_bytes"].to_numpy()).groupby(key).sum()
-    prec = shares["op_precision"].to_numpy(dtype=object)
-    ok = np.flatnonzero((ids >= 0) & ~pd.isna(prec))
+    groups, f, b = _group_sums(ids, len(uniq), shares["est_flops"].to_numpy(), shares["est_bytes"].to_numpy())
+    prec, missing = _values_and_gaps(shares["op_precision"])
+    ok = np.flatnonzero((ids >= 0) & ~missing)
     first = np.full(len(uniq), len(ids), dtype=np.int64)
     np.minimum.at(first, ids[ok], ok)
-    groups = f.index.to_numpy().astype(np.int64)
     names_of = uniq[groups].tolist()
     has_first = first[groups] < len(ids)
     return (
         dict(zip(names_of, f.tolist(), strict=True)),
         dict(zip(names_of, b.tolist(), strict=True)),
         {
-            n: prec[first[g]]
+            n: prec(first[g])
             for n, g, h in zip(names_of, groups.tolist(), has_first.tolist(), strict=True)
             if h
         },
     )
+
+
+#: Share rows from which `_group_sums` sums in C: below, pandas costs less than the call.
+NATIVE_FROM_ROWS = 1 << 14
+
+
+def _group_sums(
+    ids: np.ndarray, groups: int, flops: np.ndarray, moved: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(groups present, FLOPs and bytes summed per group) as ``Series.groupby(ids).sum()`` gives them, bit for bit.
+
+    Many rows, every id a group (no missing name) and the library there:
+    pandas' compensated sums in C (`native.group_sums`), where pandas'
+    groupby factorized the ids again and checked their order for each column.
+    """
+    from ..trace import native
+
+    if len(ids) >= NATIVE_FROM_ROWS and groups and (ids >= 0).all():
+        f = native.group_sums(ids, flops, groups)
+        b = native.group_sums(ids, moved, groups) if f is not None else None
+        if b is not None:
+            # Each id is a group (the ids number the names present), as pandas' index.
+            return np.arange(groups, dtype=np.int64), f, b
+    # A missing name is no group (groupby drops it).
+    key = np.where(ids >= 0, ids, np.nan) if (ids < 0).any() else ids
+    # One Series each, as the old agg summed each column.
+    fs = pd.Series(flops).groupby(key).sum()
+    bs = pd.Series(moved).groupby(key).sum()
+    return fs.index.to_numpy().astype(np.int64), fs.to_numpy(), bs.to_numpy()
+
+
+def _values_and_gaps(column: pd.Series) -> tuple[Any, np.ndarray]:
+    """(value at a position, missing mask) of ``column``; a categorical is read by code, not made into objects."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        labels = column.cat.categories.to_numpy(dtype=object)
+        # Categories hold no missing value: code -1 is the only one.
+        return (lambda i: labels[codes[i]]), codes < 0
+    values = column.to_numpy(dtype=object)
+    return (lambda i: values[i]), np.asarray(pd.isna(values), dtype=bool)
 
 
 def peak_note(device_name: str) -> str:
