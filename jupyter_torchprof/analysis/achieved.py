@@ -199,7 +199,8 @@ def kernel_shares(
             "est_flops": flops[holder] * share,
             "est_bytes": est["est_bytes"].to_numpy()[holder] * share,
             "op_precision": _precisions(est["est_dtype"], holder),
-        }
+        },
+        copy=False,  # fresh arrays: not stacked into blocks (a copy of every share row)
     )
 
 
