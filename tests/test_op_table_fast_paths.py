@@ -204,3 +204,42 @@ def test_aggregate_reads_columns_in_place_as_gathered(events, zeros_at_rows) -> 
             assert (
                 np.array_equal(a.view(np.int64), b.view(np.int64)) if a.dtype.kind == "f" else (a == b).all()
             )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 150))
+def test_launches_work_native_equals_walk(seed: int, n: int) -> None:
+    """Ops at or above each launching op, marked in C, are those the level-by-level walk marks."""
+    rng = np.random.default_rng(seed)
+    parent = np.full(n, -1, dtype=np.int64)
+    for k in range(1, n):
+        if rng.random() < 0.8:
+            parent[k] = rng.integers(0, k)
+    if n > 3 and rng.random() < 0.2:
+        parent[0], parent[1] = 1, 0  # parents in a loop: both walks still end
+    kernel = rng.random(n) < 0.3
+    op = np.where(kernel & (rng.random(n) < 0.8), rng.integers(0, n, n), -1)
+    kinds = pd.Categorical(np.where(kernel, "kernel", "cpu_op"), categories=["cpu_op", "kernel"])
+    events = pd.DataFrame({"name": pd.Categorical(["x"] * n), "kind": kinds})
+    none = np.full(n, -1, dtype=np.int64)
+
+    def marked(native_on: bool) -> np.ndarray:
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(notes_base, "NATIVE_FROM_ROWS", 0)
+            if not native_on:
+                m.setattr(native, "mark_up", lambda *a: None)
+            return notes_base.NoteContext(events, parent, op, none, device_traced=True).launches_work
+
+    got, want = marked(True), marked(False)
+    assert got.dtype == want.dtype == bool
+    assert np.array_equal(got, want)
+    assert want[op[kernel & (op >= 0)]].all()
+
+
+def test_mark_up_refuses_rows_outside() -> None:
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    with pytest.raises(ValueError, match="outside"):
+        native.mark_up(np.array([-1, 0]), np.array([2]))
+    with pytest.raises(ValueError, match="outside"):
+        native.mark_up(np.array([-1, 7]), np.array([1]))

@@ -145,8 +145,13 @@ class NoteContext:
     def launches_work(self) -> np.ndarray:
         """Per event: True where it or an event below it launched device work (kernel, copy, memset)."""
         n = len(self.events)
-        out = np.zeros(n, dtype=bool)
         owners = self.op[self.kind_in(K.DEVICE_ACTIVITY)]
+        if n >= NATIVE_FROM_ROWS:
+            # In C: each owner's walk up stops at a node marked already.
+            done = native.mark_up(self.parent, owners[owners >= 0])
+            if done is not None:
+                return done
+        out = np.zeros(n, dtype=bool)
         # Mark each launching op, then walk up the call tree to the roots,
         # one level per pass. Marking in a boolean array drops the duplicates
         # (np.unique would sort every pass).

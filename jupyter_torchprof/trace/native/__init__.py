@@ -165,6 +165,14 @@ def _open(path: Path) -> Any:
     lib.tp_folded_into.argtypes = (
         [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_int64] + [ctypes.c_void_p] * 3
     )
+    lib.tp_mark_up.restype = ctypes.c_int64
+    lib.tp_mark_up.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+    ]
     lib.tp_code_order.restype = ctypes.c_int64
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
@@ -475,3 +483,18 @@ def folded_into(parent: Any, depth: Any, codes: Any) -> Any:
     if done < 0:
         raise ValueError("a parent outside the tree, or parents in a loop")
     return out
+
+
+def mark_up(parent: Any, rows: Any) -> Any:
+    """Per node: True at each of ``rows`` and at every ancestor of one (a bool array), in C; None without the library."""
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    out = np.zeros(len(parent), dtype=np.uint8)
+    if lib.tp_mark_up(parent.ctypes.data, len(parent), rows.ctypes.data, len(rows), out.ctypes.data) < 0:
+        raise ValueError("a row or a parent outside the tree")
+    return out.view(bool)

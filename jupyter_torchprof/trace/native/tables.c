@@ -172,3 +172,24 @@ int64_t tp_folded_into(const int64_t *parent, const int32_t *depth, const void *
     }
     return 0;
 }
+
+/* Marks in `out` (n flags, zeroed) each of `rows` and every ancestor of one
+ * (NoteContext.launches_work: an op launched device work at or below it).
+ * A walk stops at a node marked already: its ancestors are marked too, so
+ * every node is marked once. Returns 0, or -1 if a row or a parent lies
+ * outside [0, n) (a parent may be -1). */
+int64_t tp_mark_up(const int64_t *parent, int64_t n, const int64_t *rows, int64_t count, uint8_t *out) {
+    for (int64_t k = 0; k < count; k++) {
+        int64_t r = rows[k];
+        if (r < 0 || r >= n) return -1;
+        if (out[r]) continue;
+        out[r] = 1;
+        r = parent[r];
+        while (r >= 0 && r < n && !out[r]) {
+            out[r] = 1;
+            r = parent[r];
+        }
+        if (r < -1 || r >= n) return -1;
+    }
+    return 0;
+}
