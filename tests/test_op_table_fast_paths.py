@@ -243,3 +243,33 @@ def test_mark_up_refuses_rows_outside() -> None:
         native.mark_up(np.array([-1, 0]), np.array([2]))
     with pytest.raises(ValueError, match="outside"):
         native.mark_up(np.array([-1, 7]), np.array([1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, 150))
+def test_self_values_native_equals_children_sums(seed: int, n: int) -> None:
+    """A value minus its host children's, 0.0 off the host: in C as by `tree.children_sums` and a subtraction."""
+    rng = np.random.default_rng(seed)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
+    for k in range(1, n):
+        if rng.random() < 0.8:
+            parent[k] = rng.integers(0, k)
+            depth[k] = depth[parent[k]] + 1
+    off = rng.random(n) < 0.2
+    depth[off] = -1  # device events (their children's parents stay: C and numpy must agree there too)
+    parent[off] = -1
+    specials = np.array(_SPECIAL + [1.0, 2.5, -7.0])
+    values = np.where(
+        rng.random(n) < 0.5, rng.normal(size=n) * 1e3, specials[rng.integers(0, len(specials), n)]
+    )
+    is_host = depth >= 0
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ops, "NATIVE_FROM_NODES", 0)
+        got = ops._self_values(parent, depth, is_host, values, None)
+        m.setattr(native, "self_values", lambda *a: None)
+        want = ops._self_values(parent, depth, is_host, values, np.flatnonzero(parent >= 0))
+    nan = np.isnan(want)
+    # (a NaN's sign is left open by IEEE 754: only that it is NaN is compared)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64))

@@ -36,7 +36,7 @@ from ..trace import categories as K
 from ..trace import native
 from .flops import FLOPS_COLUMNS, estimate_flops
 from .memory import memory_in_intervals
-from .tree import children_sums, folded_into, subtree_sums, unique_inverse
+from .tree import NATIVE_FROM_NODES, children_sums, folded_into, subtree_sums, unique_inverse
 
 STEP_PATTERN = re.compile(r"^ProfilerStep#\d+$")
 STEP_ROW = "ProfilerStep*"
@@ -103,14 +103,12 @@ def event_costs(
     n = len(events)
     dur = events["dur"].to_numpy()
     is_host = depth >= 0
-    # The nodes with a parent, found once for every sum over children
-    # (each pass over ten million events costs a tenth of a second).
-    kids = np.flatnonzero(parent >= 0)
-    # dur - children's, 0 off the host (np.where's values), in the children's
-    # sums' own buffer: two fresh arrays of every event fewer.
-    self_cpu = children_sums(parent, np.where(is_host, dur, 0.0), kids)
-    np.subtract(dur, self_cpu, out=self_cpu)
-    self_cpu[~is_host] = 0.0
+    # The nodes with a parent, found once for every sum over children in
+    # numpy (each pass over ten million events costs a tenth of a second);
+    # the C paths of a large tree need none.
+    native_tree = n >= NATIVE_FROM_NODES and native.library() is not None
+    kids = None if native_tree else np.flatnonzero(parent >= 0)
+    self_cpu = _self_values(parent, depth, is_host, dur, kids)
 
     is_dev = K.kind_mask(events, K.DEVICE_ACTIVITY) & (op_of_device >= 0)
     self_device = np.bincount(op_of_device[is_dev], weights=dur[is_dev], minlength=n)[:n]
@@ -122,17 +120,35 @@ def event_costs(
         "self_cpu_us": self_cpu,
         "self_device_us": self_device,
         "device_total_us": device_total,
-        "folded_into": folded_into(parent, depth, names, kids[depth[kids] >= 0]),
+        "folded_into": folded_into(parent, depth, names, None if kids is None else kids[depth[kids] >= 0]),
     }
     if memory is not None and len(memory):
-        out.update(_memory_costs(events, parent, is_host, memory, kids))
+        out.update(_memory_costs(events, parent, depth, memory, kids))
     # copy=False: fresh arrays, which a copy would only stack into one block
     # (on ten million events, a second of copying per table).
     return pd.DataFrame(out, index=events.index, copy=False)
 
 
+def _self_values(
+    parent: np.ndarray, depth: np.ndarray, is_host: np.ndarray, values: np.ndarray, kids: np.ndarray | None
+) -> np.ndarray:
+    """``values`` minus the host children's, 0.0 off the host tree.
+
+    In C on a large tree (`native.self_values`: the same additions, one
+    array made); else the children's sums' own buffer takes the difference.
+    """
+    if len(parent) >= NATIVE_FROM_NODES:
+        done = native.self_values(parent, depth, values)
+        if done is not None:
+            return done
+    own = children_sums(parent, np.where(is_host, values, 0.0), kids)
+    np.subtract(values, own, out=own)
+    own[~is_host] = 0.0
+    return own
+
+
 def _memory_costs(
-    events: pd.DataFrame, parent: np.ndarray, is_host: np.ndarray, memory: pd.DataFrame, kids: np.ndarray
+    events: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, memory: pd.DataFrame, kids: np.ndarray | None
 ) -> dict[str, np.ndarray]:
     """Memory of each host event and of the event alone, as torch counts them.
 
@@ -142,6 +158,7 @@ def _memory_costs(
     task) while an op waits is the op's own, which an owner-on-the-same-
     thread rule would miss.
     """
+    is_host = depth >= 0
     host = np.flatnonzero(is_host)
     start = events["ts"].to_numpy()[host]
     # (ts + dur)[host], the same floats, without an end for every event
@@ -160,12 +177,8 @@ def _memory_costs(
             # self figure is 0, without summing zeros over the tree.
             out[f"self_{label}_bytes"] = np.zeros(n)
         else:
-            # total - children's, 0 off the host: the children's sums' own
-            # buffer takes the difference (np.where's values, one array fewer).
-            own = children_sums(parent, total, kids)
-            np.subtract(total, own, out=own)
-            own[~is_host] = 0.0
-            out[f"self_{label}_bytes"] = own
+            # total - children's, 0 off the host (total is 0 there already).
+            out[f"self_{label}_bytes"] = _self_values(parent, depth, is_host, total, kids)
         out[f"{label}_bytes"] = total
     return out
 

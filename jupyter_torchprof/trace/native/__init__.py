@@ -173,6 +173,8 @@ def _open(path: Path) -> Any:
         ctypes.c_int64,
         ctypes.c_void_p,
     ]
+    lib.tp_self_values.restype = ctypes.c_int64
+    lib.tp_self_values.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
     lib.tp_code_order.restype = ctypes.c_int64
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
@@ -498,3 +500,26 @@ def mark_up(parent: Any, rows: Any) -> Any:
     if lib.tp_mark_up(parent.ctypes.data, len(parent), rows.ctypes.data, len(rows), out.ctypes.data) < 0:
         raise ValueError("a row or a parent outside the tree")
     return out.view(bool)
+
+
+def self_values(parent: Any, depth: Any, values: Any) -> Any:
+    """Each host node's value minus its host children's, 0.0 off the host tree (``depth < 0``), in C; None without the library.
+
+    The figures of ``values - children_sums(parent, where(depth >= 0, values, 0))``
+    with 0.0 where ``depth < 0``: the same additions, one array made.
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    depth = np.ascontiguousarray(depth, dtype=np.int32)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    n = len(parent)
+    if not (len(depth) == len(values) == n):
+        raise ValueError("parent, depth and values differ in length")
+    out = np.zeros(n)
+    if lib.tp_self_values(parent.ctypes.data, depth.ctypes.data, values.ctypes.data, n, out.ctypes.data) < 0:
+        raise ValueError("a parent outside the tree")
+    return out

@@ -193,3 +193,19 @@ int64_t tp_mark_up(const int64_t *parent, int64_t n, const int64_t *rows, int64_
     }
     return 0;
 }
+
+/* Each host node's value minus its host children's (a self time or self
+ * memory: analysis.ops.event_costs), 0.0 off the host tree (depth < 0):
+ * the children's values added in row order into a sum started at 0.0 (as
+ * np.bincount adds), then subtracted from the node's own. `out` (n) is
+ * zeroed by the caller. Returns 0, or -1 if a parent lies outside [-1, n). */
+int64_t tp_self_values(const int64_t *parent, const int32_t *depth, const double *values, int64_t n,
+                       double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t p = parent[i];
+        if (p < -1 || p >= n) return -1;
+        if (p >= 0) out[p] += depth[i] >= 0 ? values[i] : 0.0;
+    }
+    for (int64_t i = 0; i < n; i++) out[i] = depth[i] >= 0 ? values[i] - out[i] : 0.0;
+    return 0;
+}
