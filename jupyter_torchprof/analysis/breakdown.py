@@ -150,7 +150,7 @@ def kernel_families(events: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray
     ``owner`` is `steps.device_steps` (one step position per `kernels.activity_rows` row).
     """
     act = activity_rows(events)
-    start = events["ts"].to_numpy()[act].astype(np.float64)
+    start = events["ts"].to_numpy()[act].astype(np.float64, copy=False)
     end = start + events["dur"].to_numpy()[act]
     fam = activity_families(events, act)
     out = []
@@ -176,7 +176,7 @@ def idle_breakdown(
 ) -> pd.DataFrame:
     """Device idle time per HTA cause, per step (see the module doc); ``idle_us`` is their sum."""
     act = activity_rows(events)
-    start = events["ts"].to_numpy()[act].astype(np.float64)
+    start = events["ts"].to_numpy()[act].astype(np.float64, copy=False)
     end = start + events["dur"].to_numpy()[act]
     launch_ts = launch_starts(events, links, act)
     out = []
@@ -213,7 +213,7 @@ class StreamGaps:
 
 def stream_gaps(events: pd.DataFrame, links: pd.DataFrame, rows: np.ndarray) -> StreamGaps:
     """HTA's gaps and causes for the device activities ``rows`` (positions in ``events``)."""
-    start = events["ts"].to_numpy()[rows].astype(np.float64)
+    start = events["ts"].to_numpy()[rows].astype(np.float64, copy=False)
     end = start + events["dur"].to_numpy()[rows]
     device = events["device"].to_numpy()[rows].astype(np.int64)
     stream = events["stream"].to_numpy()[rows].astype(np.int64)

@@ -268,7 +268,7 @@ def _add_launch_arguments(
         cols[col] = _group_mode(inv, cat.cat.codes.to_numpy()[rows], cat.cat.categories, g)
     for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy"):
         if col in events:
-            values = events[col].to_numpy()[rows].astype(np.float64)
+            values = events[col].to_numpy()[rows].astype(np.float64, copy=False)
             if col == "occupancy" and "shared_memory" in events:
                 # Kineto's 0 % above 48 KiB of shared memory is "not estimated": no figure, not a zero.
                 values = np.where(
@@ -362,7 +362,7 @@ def stream_table(
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return pd.DataFrame(columns=cols)
-    start = events["ts"].to_numpy()[rows].astype(np.float64)
+    start = events["ts"].to_numpy()[rows].astype(np.float64, copy=False)
     end = start + events["dur"].to_numpy()[rows]
     lo, hi = window if window is not None else (float(start.min()), float(end.max()))
     span = max(hi - lo, 0.0)

@@ -112,7 +112,11 @@ def step_ranges(events: pd.DataFrame, lanes: np.ndarray | None = None) -> StepRa
     if lanes is None:
         lanes = event_lanes(events)
     return StepRanges(
-        rows, numbers, ts[rows].astype(np.float64), (ts[rows] + dur[rows]).astype(np.float64), lanes[rows]
+        rows,
+        numbers,
+        ts[rows].astype(np.float64, copy=False),
+        (ts[rows] + dur[rows]).astype(np.float64, copy=False),
+        lanes[rows],
     )
 
 
@@ -263,7 +267,7 @@ def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, group
     ok = group >= 0
     if not ok.any():
         return out
-    g, s, e = group[ok], start[ok].astype(np.float64), end[ok].astype(np.float64)
+    g, s, e = group[ok], start[ok].astype(np.float64, copy=False), end[ok].astype(np.float64, copy=False)
     # np.lexsort((s, g)) as two stable sorts: by start, then by group (the
     # steps come in time order, so the second sort meets long runs).
     order = np.argsort(s, kind="stable")
@@ -385,7 +389,7 @@ def _launched_figures(
     events: pd.DataFrame, act: np.ndarray, owner: np.ndarray, n: int
 ) -> dict[str, np.ndarray]:
     """Per step, the device columns of the work it launched (see `step_table`)."""
-    d_s = events["ts"].to_numpy()[act].astype(np.float64)
+    d_s = events["ts"].to_numpy()[act].astype(np.float64, copy=False)
     d_e = d_s + events["dur"].to_numpy()[act]
     mine = owner >= 0
     first = np.full(n, np.inf)
@@ -665,7 +669,7 @@ def summarize(
     has_device = bool(len(act))
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
-    d_s = ts[act].astype(np.float64)
+    d_s = ts[act].astype(np.float64, copy=False)
     d_e = d_s + dur[act]
     counted = counted_steps(steps)
     out: dict[str, Any] = {"device": device_label(meta, events, act), "device_traced": has_device}

@@ -10,8 +10,8 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(start) == 0:
         return np.array([], dtype=np.float64), np.array([], dtype=np.float64)
     order = np.argsort(start, kind="stable")
-    s = start[order].astype(np.float64)
-    e = np.maximum.accumulate(end[order].astype(np.float64))
+    s = start[order].astype(np.float64, copy=False)
+    e = np.maximum.accumulate(end[order].astype(np.float64, copy=False))
     new = np.empty(len(s), dtype=bool)
     new[0] = True
     new[1:] = s[1:] > e[:-1]
