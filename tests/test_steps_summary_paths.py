@@ -57,3 +57,35 @@ def test_summary_and_accounting_with_the_rows_passed(name):
         assert steps_mod._device_accounting(events, steps, owner, p._links, dur, act) == (
             steps_mod._device_accounting(events, steps, owner, p._links, dur)
         )
+
+
+def _old_recording_window(events, exclude=None):
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    mask = np.ones(len(events), dtype=bool)
+    if exclude is not None and len(exclude):
+        mask[exclude] = False
+    if not mask.any():
+        return 0.0, 0.0
+    return float(ts[mask].min()), float(end[mask].max())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_recording_window_is_the_masked_min_and_max(data):
+    n = data.draw(st.sampled_from([0, 1, 5, 70_000, 200_000]))  # blocks of 65536: one, several
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    ts = rng.uniform(-1e6, 1e6, n).round(data.draw(st.sampled_from([0, 3])))
+    dur = rng.uniform(0, 1e3, n)
+    for arr in (ts, dur):
+        for value in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 0.0]), max_size=3)):
+            if n:
+                arr[rng.integers(0, n)] = value
+    exclude = rng.integers(0, max(n, 1), data.draw(st.integers(0, 4))) if n else np.array([], dtype=np.int64)
+    if n and data.draw(st.booleans()):  # the extremes left out (a suspicious step range often is one)
+        exclude = np.append(exclude, [int(np.argmin(ts)), int(np.argmax(ts + dur))])
+    if n and data.draw(st.booleans()):
+        exclude = np.arange(n)  # everything left out
+    events = pd.DataFrame({"ts": ts, "dur": dur})
+    got, want = steps_mod.recording_window(events, exclude), _old_recording_window(events, exclude)
+    assert np.array_equal(np.array(got), np.array(want), equal_nan=True)

@@ -252,13 +252,22 @@ def launched_by_counted(steps: pd.DataFrame, owner: np.ndarray) -> np.ndarray:
 def recording_window(events: pd.DataFrame, exclude: np.ndarray | None = None) -> tuple[float, float]:
     """(first start, last end) of the complete events, leaving out the rows ``exclude``."""
     ts = events["ts"].to_numpy()
-    end = ts + events["dur"].to_numpy()
+    dur = events["dur"].to_numpy()
     mask = np.ones(len(events), dtype=bool)
     if exclude is not None and len(exclude):
         mask[exclude] = False
     if not mask.any():
         return 0.0, 0.0
-    return float(ts[mask].min()), float(end[mask].max())
+    # Reduced where the mask holds, the ends made a block at a time: the
+    # kept starts and all ends were three arrays of every event (10M: 30 ms).
+    first = np.min(ts, where=mask, initial=np.inf)
+    block = 1 << 16
+    last = [
+        np.max(ts[a : a + block] + dur[a : a + block], where=mask[a : a + block], initial=-np.inf)
+        for a in range(0, len(ts), block)
+    ]
+    # (np.max of the blocks' maxima: a NaN end anywhere stays NaN, as before.)
+    return float(first), float(np.max(last))
 
 
 def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
