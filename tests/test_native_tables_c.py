@@ -121,3 +121,59 @@ def test_group_sums_refuse_a_position_outside() -> None:
             native.group_sums(np.array([1, 0, 1]), np.ones(3), 2, at=np.array(at))
     with pytest.raises(ValueError, match="length"):
         native.group_sums(np.array([1, 0]), np.ones(3), 2, at=np.array([0, 1, 2]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**31),
+    st.integers(0, 200),
+    st.lists(st.tuples(st.integers(1, 9), st.booleans()), min_size=1, max_size=3),
+)
+def test_group_keys_number_tuples_as_group_codes(seed: int, n: int, shapes) -> None:
+    """Tuples of key values at the rows, numbered in C, are `ops._group_codes`' groups of the values read there."""
+    from jupyter_torchprof.analysis import ops
+
+    rng = np.random.default_rng(seed)
+    events = n + 5
+    rows = np.sort(rng.choice(events, size=n, replace=False))
+    keys, read = [], []
+    for span, remapped in shapes:
+        if remapped:
+            # name codes merged by a remap: code -1 reads the remap's last entry
+            ncodes = span + 2
+            codes = rng.integers(-1, ncodes, events).astype(np.int16)
+            remap = rng.integers(0, span, ncodes + 1)
+            keys.append((codes, remap, span))
+            read.append(remap[codes[rows]])
+        else:
+            codes = rng.integers(-1, span, events).astype(np.int8)
+            keys.append((codes, None, span))
+            read.append(codes[rows])
+    number, count, first = native.group_keys(rows, events, keys, 1 << 20)
+    want_number, want_first = ops._group_codes(read)
+    assert count == len(want_first)
+    assert np.array_equal(number, want_number)
+    assert np.array_equal(first, want_first)
+
+
+def test_group_keys_decline_and_refuse() -> None:
+    codes = np.array([0, 1, 2], dtype=np.int8)
+    assert native.group_keys(np.array([0, 1]), 3, [(codes, None, 3)] * 3, 10) is None  # 4 * 4 * 4 slots > 10
+    with pytest.raises(ValueError, match="outside"):
+        native.group_keys(np.array([0, 3]), 3, [(codes, None, 3)], 100)
+    with pytest.raises(ValueError, match="outside"):
+        native.group_keys(np.array([0, 2]), 3, [(codes, None, 2)], 100)  # value 2 past span 2
+    with pytest.raises(ValueError, match="outside"):
+        native.group_keys(
+            np.array([0, 2]), 3, [(codes, np.array([0, 0, 0]), 1)], 100
+        )  # code 2 past the remap
+
+
+def test_group_sums_after_an_overflow_keep_pandas_inf() -> None:
+    """A sum that overflows to inf stays inf as in pandas (its compensation, inf, is reset), not NaN."""
+    group = np.array([0, 1, 0, 0])
+    values = np.array([8.98846567431158e307, 0.0, 8.988465674311579e307, 0.0])
+    got = native.group_sums(group, values, 2)
+    want = _pandas_sums(group, values)
+    assert np.isinf(want[0])
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))

@@ -273,3 +273,20 @@ def test_self_values_native_equals_children_sums(seed: int, n: int) -> None:
     # (a NaN's sign is left open by IEEE 754: only that it is NaN is compared)
     assert np.array_equal(np.isnan(got), nan)
     assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64))
+
+
+@pytest.mark.parametrize("trace", ["a100_nccl_rank0.pt.trace.json.gz", "diff_pair/control.pt.trace.json.gz"])
+@pytest.mark.parametrize("group_by", ["name", "shape"])
+def test_op_table_equal_with_and_without_native_grouping(trace: str, group_by: str) -> None:
+    """Real traces large enough for the C grouping (or its decline where the keys span too much): the same table."""
+    import jupyter_torchprof
+
+    path = __import__("pathlib").Path(__file__).parent / "data" / "kineto" / trace
+    profile = jupyter_torchprof.load(path)
+    got = profile.op_table(group_by)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "group_keys", lambda *a: None)
+        m.setattr(native, "group_sums", lambda *a, **k: None)
+        fresh = jupyter_torchprof.load(path)
+        want = fresh.op_table(group_by)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

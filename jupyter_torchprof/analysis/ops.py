@@ -69,10 +69,34 @@ def _step_merged_codes(names: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, 
     Returns (code per row, name per code). The renaming looks at the distinct
     names (categories) only, never at each row.
     """
+    new_codes, uniques = _step_merge_map(names)
+    return new_codes[names.cat.codes.to_numpy()[rows]], uniques
+
+
+def _step_merge_map(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The merged code of each name code (`_step_merged_codes`; code -1 reads the last, ``""``'s) and the name per merged code."""
     cats = names.cat.categories.to_numpy(object)
     renamed = [STEP_ROW if STEP_PATTERN.match(c) else c for c in cats]
     new_codes, uniques = pd.factorize(np.array(renamed + [""], dtype=object))
-    return new_codes[names.cat.codes.to_numpy()[rows]], np.asarray(uniques, dtype=object)
+    return new_codes, np.asarray(uniques, dtype=object)
+
+
+class KeyCodes:
+    """A group key's integer codes for every event, read at the counted rows (through ``remap`` where given: code -1 reads its last entry).
+
+    ``span``: the values lie in ``[-1, span)``. `_aggregate` groups on
+    these where they lie (`native.group_keys`) or reads them at the rows.
+    """
+
+    __slots__ = ("codes", "remap", "span")
+
+    def __init__(self, codes: np.ndarray, span: int, remap: np.ndarray | None = None) -> None:
+        self.codes, self.span, self.remap = codes, span, remap
+
+    def at(self, where: np.ndarray) -> np.ndarray:
+        """The values at rows ``where``."""
+        picked = self.codes[where]
+        return picked if self.remap is None else self.remap[picked]
 
 
 def event_costs(
@@ -295,7 +319,7 @@ def op_table(
     # gathered copy of each costs its pages' faults (tens of ms apiece).
     in_place = len(rows) >= NATIVE_FROM_ROWS and native.library() is not None
     folded_costs = _fold_self_costs(costs, rows, in_place)
-    keys, labels = _key_codes(events, rows, group_by, group_values)
+    keys, labels = _key_codes(events, rows, group_by, group_values, in_place)
     values = _counted_values(events, folded_costs, rows, flops, in_place)
     # The table is built as arrays and made a frame once: on a small trace,
     # pandas' per-column overhead cost more than the whole aggregation.
@@ -309,23 +333,39 @@ def op_table(
 
 
 def _key_codes(
-    events: pd.DataFrame, rows: np.ndarray, group_by: str, group_values: pd.Series | None
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    events: pd.DataFrame,
+    rows: np.ndarray,
+    group_by: str,
+    group_values: pd.Series | None,
+    in_place: bool = False,
+) -> tuple[dict[str, np.ndarray | KeyCodes], dict[str, np.ndarray]]:
     """Integer codes of the group keys of ``rows`` (``name``, ``kind``, then the grouping's).
 
     Returns the codes per key and, per labelled key (``name`` first), the
     label of each code; code -1 (missing) picks the label array's trailing ``""``.
+    With ``in_place``, each key is a `KeyCodes` (codes of every event,
+    read at the rows only where needed).
     """
     # Group on integer codes, not on strings: a million Python name strings
     # would cost more than the aggregation itself. Names come back per group.
-    name_code, names = _step_merged_codes(events["name"], rows)
-    keys = {"name": name_code, "kind": events["kind"].cat.codes.to_numpy()[rows]}
+    kind = events["kind"]
+    keys: dict[str, np.ndarray | KeyCodes]
+    if in_place:
+        new_codes, names = _step_merge_map(events["name"])
+        keys = {
+            "name": KeyCodes(events["name"].cat.codes.to_numpy(), len(names), new_codes),
+            "kind": KeyCodes(kind.cat.codes.to_numpy(), len(kind.cat.categories)),
+        }
+    else:
+        name_code, names = _step_merged_codes(events["name"], rows)
+        keys = {"name": name_code, "kind": kind.cat.codes.to_numpy()[rows]}
     labels: dict[str, np.ndarray] = {"name": names}
     extra = _GROUP_COLUMN.get(group_by)
     if extra is not None:
         label = {"input_dims": "input_shapes"}.get(extra, extra)
         col = events[extra] if group_values is None else group_values
-        keys[label] = col.cat.codes.to_numpy()[rows]
+        codes = col.cat.codes.to_numpy()
+        keys[label] = KeyCodes(codes, len(col.cat.categories)) if in_place else codes[rows]
         labels[label] = np.array([*col.cat.categories.to_numpy(object), ""], dtype=object)
     return keys, labels
 
@@ -356,7 +396,7 @@ def _counted_values(
 
 
 def _aggregate(
-    keys: dict[str, np.ndarray],
+    keys: dict[str, np.ndarray | KeyCodes],
     labels: dict[str, np.ndarray],
     values: dict[str, Counted],
     rows: np.ndarray | None = None,
@@ -366,10 +406,13 @@ def _aggregate(
     The kind is part of the key, as ``is_user_annotation`` is of torch's: a
     ``record_function("aten::mm")`` range is a row of its own, not more
     calls of the op ``aten::mm``. Returns the columns as arrays.
-    ``rows``: where the `AtRows` values are read.
+    ``rows``: where the `AtRows` values and `KeyCodes` keys are read.
     """
-    group, first = _group_codes(list(keys.values()))
-    table: dict[str, np.ndarray] = {key: codes[first] for key, codes in keys.items()}
+    group, first = _group_keys(keys, rows)
+    table: dict[str, np.ndarray] = {
+        key: codes.at(rows[first]) if isinstance(codes, KeyCodes) else codes[first]
+        for key, codes in keys.items()
+    }
     for key, names in labels.items():
         # code -1 (missing) picks the trailing "" of each label array
         table[key] = names[table[key]]
@@ -416,6 +459,25 @@ def _native_group_sums(
             return {}
         out[col] = done
     return out
+
+
+def _group_keys(
+    keys: dict[str, np.ndarray | KeyCodes], rows: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_group_codes` of the keys at the counted rows: in one C pass over `KeyCodes` where they lie (`native.group_keys`), else on the codes read at the rows.
+
+    Both number the tuples of key values by first appearance, so they agree.
+    """
+    if (
+        rows is not None
+        and len(rows) >= NATIVE_FROM_ROWS
+        and all(isinstance(k, KeyCodes) for k in keys.values())
+    ):
+        sources = [(k.codes, k.remap, k.span) for k in keys.values() if isinstance(k, KeyCodes)]
+        done = native.group_keys(rows, len(sources[0][0]), sources, max(4 * len(rows), 1 << 16))
+        if done is not None:
+            return done[0], done[2]
+    return _group_codes([k.at(rows) if isinstance(k, KeyCodes) else k for k in keys.values()])
 
 
 def _group_codes(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

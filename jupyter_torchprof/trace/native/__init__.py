@@ -175,6 +175,14 @@ def _open(path: Path) -> Any:
     ]
     lib.tp_self_values.restype = ctypes.c_int64
     lib.tp_self_values.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+    lib.tp_group_keys.restype = ctypes.c_int64
+    lib.tp_group_keys.argtypes = (
+        [ctypes.c_void_p]
+        + [ctypes.c_int64] * 3
+        + [ctypes.c_void_p] * 6
+        + [ctypes.c_int64]
+        + [ctypes.c_void_p] * 3
+    )
     lib.tp_code_order.restype = ctypes.c_int64
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
@@ -523,3 +531,54 @@ def self_values(parent: Any, depth: Any, values: Any) -> Any:
     if lib.tp_self_values(parent.ctypes.data, depth.ctypes.data, values.ctypes.data, n, out.ctypes.data) < 0:
         raise ValueError("a parent outside the tree")
     return out
+
+
+def group_keys(
+    rows: Any, events: int, keys: list[tuple[Any, Any, int]], limit: int
+) -> tuple[Any, int, Any] | None:
+    """Groups of the tuples of keys at ``rows``, numbered by first appearance, in C: (number of each row, how many, each one's first row).
+
+    ``keys``: per key (integer codes of every event, a remap or None, span):
+    the value at a row is its code, through the remap where given (code -1
+    reading its last entry), in ``[-1, span)``. None without the library,
+    or where the tuples span more than ``limit`` slots.
+    """
+    import numpy as np
+
+    lib = library()
+    if lib is None:
+        return None
+    spans = np.array([int(span) for _, _, span in keys], dtype=np.int64)
+    strides = np.ones(len(keys), dtype=np.int64)
+    total = 1
+    for j in range(len(keys) - 1, -1, -1):
+        strides[j] = total
+        total *= int(spans[j]) + 1
+        if total > limit:
+            return None
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    # The arrays stay bound (in `held`) while C reads them through their addresses.
+    held = []
+    for codes, remap, _ in keys:
+        codes = np.ascontiguousarray(codes)
+        if codes.dtype not in (np.int8, np.int16, np.int32, np.int64):
+            codes = codes.astype(np.int64)
+        held.append(codes)
+        held.append(None if remap is None else np.ascontiguousarray(remap, dtype=np.int64))
+    addresses = np.array([0 if a is None else a.ctypes.data for a in held], dtype=np.int64)
+    widths = np.array([a.dtype.itemsize for a in held[0::2]], dtype=np.int32)
+    remap_lens = np.array([0 if a is None else len(a) for a in held[1::2]], dtype=np.int64)
+    code_addresses, remap_addresses = addresses[0::2].copy(), addresses[1::2].copy()
+    n = len(rows)
+    slot = np.empty(total, dtype=np.int64)
+    number = np.empty(n, dtype=np.int64)
+    first = np.empty(min(n, total), dtype=np.int64)
+    count = lib.tp_group_keys(
+        rows.ctypes.data, n, int(events), len(keys), code_addresses.ctypes.data, widths.ctypes.data,
+        remap_addresses.ctypes.data, remap_lens.ctypes.data, spans.ctypes.data, strides.ctypes.data,
+        total, slot.ctypes.data, number.ctypes.data, first.ctypes.data,
+    )  # fmt: skip
+    del held
+    if count < 0:
+        raise ValueError("a row, code or key value outside its range")
+    return number, int(count), first[:count]

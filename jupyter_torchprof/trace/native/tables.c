@@ -13,12 +13,13 @@
  * one outside its table (nothing written past a buffer).
  */
 
+#include <math.h>
 #include <stdint.h>
 
 /* Adds `values[at[i]]` (or `values[i]` where `at` is NULL) for the n rows
  * into `sum` by `group` (n rows, each in [0, groups)), with pandas'
- * compensation: a NaN value is skipped, and a compensation that turns NaN
- * (an infinite value) is reset to 0. Reading through `at` spares the
+ * compensation: a NaN value is skipped, and a compensation that is not
+ * finite (an infinite value, or a sum that overflowed) is reset to 0. Reading through `at` spares the
  * caller a gathered copy of each column. `sum` and `comp` are zeroed by
  * the caller; `m` is the length of `values`. Returns 1 where the groups
  * never decrease (pandas then sums by np.add.reduceat instead: the caller
@@ -39,7 +40,7 @@ int64_t tp_group_sum(const int64_t *group, const int64_t *at, const double *valu
         const double y = v - comp[g];
         const double t = sum[g] + y;
         double c = t - sum[g] - y;
-        if (c != c) c = 0.0;
+        if (!isfinite(c)) c = 0.0;
         comp[g] = c;
         sum[g] = t;
     }
@@ -208,4 +209,44 @@ int64_t tp_self_values(const int64_t *parent, const int32_t *depth, const double
     }
     for (int64_t i = 0; i < n; i++) out[i] = depth[i] >= 0 ? values[i] - out[i] : 0.0;
     return 0;
+}
+
+/* The op table's groups (analysis.ops._group_codes over the keys of the
+ * counted rows) read where the keys lie: row k is event rows[k] (each in
+ * [0, events)); key j's value there is its code (of widths[j] bytes at
+ * codes[j]), passed through remaps[j] where that is not NULL (code -1
+ * reading its last entry, remap_lens[j] - 1), and must lie in
+ * [-1, spans[j]). The tuple of values, as sum((value + 1) * strides[j]) in
+ * [0, total), is numbered by first appearance into `number` (n), each
+ * number's first row into `first`; `slot` (total) is scratch. Returns how
+ * many groups, or -1 if a row, code or value lies outside. */
+int64_t tp_group_keys(const int64_t *rows, int64_t n, int64_t events, int64_t nkeys, const int64_t *codes,
+                      const int32_t *widths, const int64_t *remaps, const int64_t *remap_lens,
+                      const int64_t *spans, const int64_t *strides, int64_t total, int64_t *slot,
+                      int64_t *number, int64_t *first) {
+    for (int64_t s = 0; s < total; s++) slot[s] = -1;
+    int64_t count = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t r = rows[k];
+        if (r < 0 || r >= events) return -1;
+        int64_t key = 0;
+        for (int64_t j = 0; j < nkeys; j++) {
+            int64_t v = code_at((const void *)(intptr_t)codes[j], widths[j], r);
+            if (remaps[j]) {
+                const int64_t len = remap_lens[j];
+                if (v < -1 || v >= len - 1) return -1;
+                v = ((const int64_t *)(intptr_t)remaps[j])[v < 0 ? len - 1 : v];
+            }
+            if (v < -1 || v >= spans[j]) return -1;
+            key += (v + 1) * strides[j];
+        }
+        if (key < 0 || key >= total) return -1;
+        int64_t g = slot[key];
+        if (g < 0) {
+            g = slot[key] = count;
+            first[count++] = k;
+        }
+        number[k] = g;
+    }
+    return count;
 }
