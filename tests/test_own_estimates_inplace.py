@@ -1,4 +1,4 @@
-"""`flops.own_estimates` zeroes the left-out candidates in place and keeps the dtype codes small: same frame as before."""
+"""`flops.own_estimates` zeroes the left-out candidates in place, keeps the dtype codes small and picks the kept calls among the candidates only: same frame as before."""
 
 from __future__ import annotations
 
@@ -15,6 +15,20 @@ from jupyter_torchprof.trace.parser import parse_bytes
 from jupyter_torchprof.trace.reader import read_trace_bytes
 
 
+def _old_keep_outermost(deferring: np.ndarray, fl: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """`flops._keep_outermost` as it was, over masks of every event."""
+    n = len(fl)
+    has = fl > 0
+    deferring = has & deferring
+    claims = has & ~deferring
+    keep = has.copy()
+    rows = np.flatnonzero(has)
+    keep[rows[flops._ancestor_flags(parent, rows, claims)]] = False
+    below = flops._mark_ancestors(parent, np.flatnonzero(keep & ~deferring), n)
+    keep[deferring & below] = False
+    return keep
+
+
 def reference(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     """The estimates as made before: two arrays of every event from np.where, int64 codes."""
     n = len(events)
@@ -24,7 +38,7 @@ def reference(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     if len(rows):
         fl[rows], moved[rows], dtype = flops._estimates_of_calls(events, rows)
         deferring = flops._named(events, flops._DEFERRING)
-        keep = flops._keep_outermost(deferring, fl, np.asarray(parent))
+        keep = _old_keep_outermost(deferring, fl, np.asarray(parent))
         fl, moved = np.where(keep, fl, 0.0), np.where(keep, moved, 0.0)
         codes, uniq = pd.factorize(np.concatenate([[""], np.where(keep[rows], dtype, "")]).astype(object))
         labels = np.asarray(uniq, dtype=object)

@@ -500,21 +500,27 @@ def _mark_ancestors(parent: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _keep_outermost(deferring: np.ndarray, flops: np.ndarray, parent: np.ndarray) -> np.ndarray:
+def _keep_outermost(
+    rows: np.ndarray, deferring: np.ndarray, flops: np.ndarray, parent: np.ndarray, n: int
+) -> np.ndarray:
     """Which estimated events keep their FLOPs: one per call chain (see the notes above `_ELEMENT_BYTES`).
 
-    ``deferring``: the events named in `_DEFERRING`.
+    ``rows``: the candidates (sorted), the only events with an estimate;
+    ``deferring`` (those named in `_DEFERRING`) and ``flops`` at them; ``n``
+    events in all. Returns one flag per candidate. (Masks of every event
+    were made here, eight passes over ten million events for a few
+    hundred thousand candidates.)
     """
-    n = len(flops)
     has = flops > 0
     deferring = has & deferring
-    claims = has & ~deferring
+    claims = np.zeros(n, dtype=bool)
+    claims[rows[has & ~deferring]] = True
     keep = has.copy()
-    rows = np.flatnonzero(has)
-    keep[rows[_ancestor_flags(parent, rows, claims)]] = False
+    held = np.flatnonzero(has)
+    keep[held[_ancestor_flags(parent, rows[held], claims)]] = False
     # aten::linear stands back for a GEMM kept below it.
-    below = _mark_ancestors(parent, np.flatnonzero(keep & ~deferring), n)
-    keep[deferring & below] = False
+    below = _mark_ancestors(parent, rows[keep & ~deferring], n)
+    keep[deferring & below[rows]] = False
     return keep
 
 
@@ -540,8 +546,8 @@ def own_estimates(events: pd.DataFrame, parent: np.ndarray) -> pd.DataFrame:
     if len(rows):
         flops[rows], moved[rows], dtype = _estimates_of_calls(events, rows)
         # The names' test runs on the categories, not on a string per event.
-        deferring = _named(events, _DEFERRING)
-        keep = _keep_outermost(deferring, flops, np.asarray(parent))[rows]
+        deferring = _named(events, _DEFERRING, rows)
+        keep = _keep_outermost(rows, deferring, flops[rows], np.asarray(parent), n)
         # Zeroed in place at the candidates left out: elsewhere both are 0
         # already (two new arrays of every event were 150 MB on 9M events).
         dropped = rows[~keep]
@@ -583,11 +589,13 @@ def _candidates(events: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(candidate)
 
 
-def _named(events: pd.DataFrame, names: Any) -> np.ndarray:
-    """``events["name"].isin(names)`` as a boolean array, tested once per distinct name where the column is categorical."""
+def _named(events: pd.DataFrame, names: Any, rows: np.ndarray | None = None) -> np.ndarray:
+    """``events["name"].isin(names)`` as a boolean array (at ``rows`` only, if given), tested once per distinct name where the column is categorical."""
     col = events["name"]
     if isinstance(col.dtype, pd.CategoricalDtype):
         # Code -1 (a missing name) reads the False appended last.
         hit = np.append(col.cat.categories.isin(list(names)), False)
-        return hit[col.cat.codes.to_numpy()]
-    return np.asarray(col.isin(list(names)), dtype=bool)
+        codes = col.cat.codes.to_numpy()
+        return hit[codes if rows is None else codes[rows]]
+    found = np.asarray(col.isin(list(names)), dtype=bool)
+    return found if rows is None else found[rows]
