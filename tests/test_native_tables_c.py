@@ -177,3 +177,42 @@ def test_group_sums_after_an_overflow_keep_pandas_inf() -> None:
     want = _pandas_sums(group, values)
     assert np.isinf(want[0])
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+_SORTABLE = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, 2.0, np.nan, np.inf, -np.inf]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SORTABLE, max_size=60), st.lists(_SORTABLE, max_size=60), st.sampled_from(["left", "right"]))
+def test_count_before_is_searchsorted(ordered, wanted, side) -> None:
+    """Counts by galloping from the previous answer are numpy's searchsorted (NaN last, -0.0 == 0.0, ties)."""
+    ordered = np.sort(np.array(ordered, dtype=np.float64))
+    wanted = np.array(wanted, dtype=np.float64)
+    got = native.count_before(ordered, wanted, side)
+    want = np.searchsorted(ordered, wanted, side=side)
+    assert got.dtype == want.dtype
+    assert np.array_equal(got, want)
+
+
+def test_count_before_large_runs_and_jumps() -> None:
+    """Runs of near times are counted in C; values in no order make it decline (the sort is cheaper), and count_before answers alike."""
+    from jupyter_torchprof.analysis import memory
+
+    rng = np.random.default_rng(5)
+    ordered = np.sort(np.round(rng.uniform(0, 1e6, 50_000), 1))
+    # four threads' runs of near times, one after another, and repeats of the records
+    runs = np.concatenate([np.sort(rng.uniform(0, 1e6, 20_000)) for _ in range(4)] + [ordered[::7]])
+    jumps = rng.uniform(-10, 1.1e6, 40_000)
+    for side in ("left", "right"):
+        want = np.searchsorted(ordered, runs, side=side)
+        assert np.array_equal(native.count_before(ordered, runs, side), want)
+        assert native.count_before(ordered, jumps, side) is None
+        for wanted in (runs, jumps):
+            assert np.array_equal(
+                memory.count_before(ordered, wanted, side), np.searchsorted(ordered, wanted, side=side)
+            )
+    with pytest.raises(ValueError, match="side"):
+        native.count_before(ordered, runs, "both")

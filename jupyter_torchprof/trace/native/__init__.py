@@ -183,6 +183,11 @@ def _open(path: Path) -> Any:
         + [ctypes.c_int64]
         + [ctypes.c_void_p] * 3
     )
+    lib.tp_count_before.restype = ctypes.c_int64
+    lib.tp_count_before.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [
+        ctypes.c_int,
+        ctypes.c_void_p,
+    ]
     lib.tp_code_order.restype = ctypes.c_int64
     lib.tp_code_order.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [
         ctypes.c_void_p
@@ -582,3 +587,27 @@ def group_keys(
     if count < 0:
         raise ValueError("a row, code or key value outside its range")
     return number, int(count), first[:count]
+
+
+def count_before(ordered: Any, wanted: Any, side: str) -> Any:
+    """``np.searchsorted(ordered, wanted, side)`` in C (``ordered`` sorted as numpy sorts, NaN last), or None.
+
+    Each search starts from the previous answer: wanted values in runs
+    near each other cost a few steps each. None without the library, or
+    where the wanted values lie in no such order (C stops once they cost
+    more than 12 steps each: the caller's sort is cheaper then).
+    """
+    import numpy as np
+
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', not {side!r}")
+    lib = library()
+    if lib is None:
+        return None
+    ordered = np.ascontiguousarray(ordered, dtype=np.float64)
+    wanted = np.ascontiguousarray(wanted, dtype=np.float64)
+    out = np.empty(len(wanted), dtype=np.intp)
+    stopped = lib.tp_count_before(
+        ordered.ctypes.data, len(ordered), wanted.ctypes.data, len(wanted), side == "right", out.ctypes.data
+    )
+    return None if stopped else out

@@ -250,3 +250,61 @@ int64_t tp_group_keys(const int64_t *rows, int64_t n, int64_t events, int64_t nk
     }
     return count;
 }
+
+/* numpy's order of doubles: NaN after every number. */
+static int before(double a, double b) { return a < b || (b != b && a == a); }
+
+/* Whether ordered[j] is counted for x: lies before it (side left), or not after it (side right). */
+static int counted(double e, double x, int right) { return right ? !before(x, e) : before(e, x); }
+
+/* np.searchsorted(ordered, wanted, side) for `ordered` sorted in numpy's
+ * order (NaN last): how many of the m values lie before each wanted value
+ * (side left), or not after it (side right). Each search starts from the
+ * previous answer and gallops (1, 2, 4 ... steps) before halving, so
+ * wanted values that come in runs near each other (one thread's events)
+ * cost a few steps each, where a binary search over every value misses
+ * the cache at each step. Values in no such order would cost more than
+ * the caller's sort: past 12 steps a value on average (and 4096 spare),
+ * it stops and returns 1 (the counts are then not all written); else 0. */
+int64_t tp_count_before(const double *ordered, int64_t m, const double *wanted, int64_t n, int right,
+                        int64_t *out) {
+    int64_t at = 0; /* the previous answer: the first value not counted */
+    int64_t steps = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (steps > 12 * i + 4096) return 1;
+        const double x = wanted[i];
+        int64_t lo, hi; /* counted below lo, not counted at hi and above */
+        if (at < m && counted(ordered[at], x, right)) {
+            int64_t step = 1;
+            lo = at + 1;
+            hi = at + 1;
+            while (hi < m && counted(ordered[hi], x, right)) {
+                steps++;
+                lo = hi + 1;
+                hi = at + (step <<= 1);
+                if (hi > m) hi = m;
+            }
+        } else {
+            int64_t step = 1;
+            hi = at;
+            lo = at;
+            while (lo > 0 && !counted(ordered[lo - 1], x, right)) {
+                steps++;
+                hi = lo - 1;
+                lo = at - (step <<= 1);
+                if (lo < 0) lo = 0;
+            }
+        }
+        /* The answer lies in [lo, hi]: the first not counted. */
+        while (lo < hi) {
+            steps++;
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (counted(ordered[mid], x, right))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        out[i] = at = lo;
+    }
+    return 0;
+}
