@@ -121,3 +121,24 @@ def test_native_tree_helpers_refuse_bad_parents() -> None:
         native.folded_into(np.array([-1, -2, 0]), depth, np.zeros(3, dtype=np.int8))
     with pytest.raises(ValueError, match="loop"):
         native.folded_into(np.array([1, 0, -1]), np.ones(3, dtype=np.int32), np.zeros(3, dtype=np.int8))
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_subtree_sums_native_shallow_and_deep_trees(deep: bool) -> None:
+    """Both ways C finds a level's nodes (a scan per level on shallow trees, an order by level on deep ones)."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    parent, depth = _forest(rng, n)
+    if deep:
+        # a chain of 40 levels under the first node
+        parent[1:41] = np.arange(0, 40)
+        depth[:] = -1
+        for i in range(n):
+            depth[i] = depth[parent[i]] + 1 if parent[i] >= 0 else 0
+        assert depth.max() >= 40
+    else:
+        depth = np.minimum(depth, 5)  # at most 6 levels (depths that need not fit the parents)
+    own = np.where(rng.random(n) < 0.6, 0.0, rng.normal(size=n))
+    got = _native(tree.subtree_sums, parent, depth, own)
+    want = _numpy(tree.subtree_sums, parent, depth, own)
+    assert _same_bits(got, want)

@@ -90,6 +90,32 @@ int64_t tp_code_order(const void *codes, int width, int64_t n, int64_t ncodes, i
     return 0;
 }
 
+/* Levels up to which tp_subtree_sums scans every node per level (each scan
+ * reads the depths once) rather than ordering them all by level. */
+#define SCAN_LEVELS 8
+
+/* Node i's total (when not 0) into its parent's sum for this level. */
+static void add_to_parent(int64_t i, const int64_t *parent, const double *total, double *acc, uint8_t *mark,
+                          int64_t *touched, int64_t *count) {
+    const int64_t p = parent[i];
+    if (p < 0 || !(total[i] != 0)) return;
+    if (!mark[p]) {
+        mark[p] = 1;
+        touched[(*count)++] = p;
+    }
+    acc[p] += total[i];
+}
+
+/* After a level: each parent that received a sum adds it to its total. */
+static void apply_to_parents(double *total, double *acc, uint8_t *mark, const int64_t *touched, int64_t count) {
+    for (int64_t t = 0; t < count; t++) {
+        const int64_t p = touched[t];
+        total[p] += acc[p];
+        acc[p] = 0.0;
+        mark[p] = 0;
+    }
+}
+
 /* Each node's own value plus its descendants' (analysis.tree.subtree_sums),
  * with that function's additions: level by level from the deepest (a
  * node's level is max(depth, 0); level 0 passes nothing up), each node of
@@ -107,6 +133,19 @@ int64_t tp_subtree_sums(const int64_t *parent, const int32_t *depth, int64_t n, 
         if (lv >= levels || parent[i] < -1 || parent[i] >= n) return -1;
         starts[lv + 1]++;
     }
+    if (levels <= SCAN_LEVELS) {
+        /* A shallow tree: one pass over the nodes per level finds its
+         * nodes in row order, without the order of every node. */
+        for (int64_t lv = levels - 1; lv >= 1; lv--) {
+            int64_t count = 0;
+            for (int64_t i = 0; i < n; i++) {
+                if ((depth[i] > 0 ? depth[i] : 0) != lv) continue;
+                add_to_parent(i, parent, total, acc, mark, touched, &count);
+            }
+            apply_to_parents(total, acc, mark, touched, count);
+        }
+        return 0;
+    }
     for (int64_t lv = 1; lv <= levels; lv++) starts[lv] += starts[lv - 1];
     /* Nodes by level, row order within one (a counting sort); starts[lv]
      * ends at the next level's start, so level lv spans
@@ -117,21 +156,8 @@ int64_t tp_subtree_sums(const int64_t *parent, const int32_t *depth, int64_t n, 
     }
     for (int64_t lv = levels - 1; lv >= 1; lv--) {
         int64_t count = 0;
-        for (int64_t k = starts[lv - 1]; k < starts[lv]; k++) {
-            const int64_t i = order[k], p = parent[i];
-            if (p < 0 || !(total[i] != 0)) continue;
-            if (!mark[p]) {
-                mark[p] = 1;
-                touched[count++] = p;
-            }
-            acc[p] += total[i];
-        }
-        for (int64_t t = 0; t < count; t++) {
-            const int64_t p = touched[t];
-            total[p] += acc[p];
-            acc[p] = 0.0;
-            mark[p] = 0;
-        }
+        for (int64_t k = starts[lv - 1]; k < starts[lv]; k++) add_to_parent(order[k], parent, total, acc, mark, touched, &count);
+        apply_to_parents(total, acc, mark, touched, count);
     }
     return 0;
 }
