@@ -97,10 +97,33 @@ def test_profile_tables_run_inside_and_leave_the_heap_as_glibc_grows_it(fake, mo
     monkeypatch.setattr(findings_mod, "find", spy("findings", findings_mod.find))
     p = Profile.from_file(real_trace("v100_ddp_ns_timestamps.pt.trace.json.gz"))
     fake.calls.clear()
+    # As large as the profiles that reuse the heap.
+    monkeypatch.setattr(pages, "HEAP_FROM_ROWS", len(p._data.events))
     assert p.findings is not None
     assert seen["steps"] >= 1 and seen["findings"] >= 1
     # One raise on the way in, one restore and trim when the outermost table ends.
     assert fake.calls == RAISED + RESTORED
+
+
+def test_a_smaller_profile_leaves_glibc_alone(fake, monkeypatch) -> None:
+    from jupyter_torchprof.results.profile import Profile
+
+    p = Profile.from_file(real_trace("v100_ddp_ns_timestamps.pt.trace.json.gz"))
+    monkeypatch.setattr(pages, "HEAP_FROM_ROWS", len(p._data.events) + 1)
+    fake.calls.clear()
+    assert p.findings is not None and p.kernels is not None
+    assert fake.calls == []
+
+
+def test_table_memory_by_rows(fake, monkeypatch) -> None:
+    monkeypatch.setattr(pages, "HEAP_FROM_ROWS", 100)
+    with pages.table_memory(99):
+        assert fake.calls == []
+    with pages.table_memory(100):
+        assert fake.calls == RAISED
+    with pages.table_memory():
+        pass
+    assert fake.calls == RAISED + RESTORED + RAISED + RESTORED
 
 
 def test_real_glibc_round_trip() -> None:

@@ -8,6 +8,7 @@ place that wires them together.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -79,6 +80,20 @@ class CaptureInfo:
     compile_s: float | None = None
     step_cpu_us: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
+
+
+def _table(method: Any) -> Any:
+    """``method`` (of a `Profile`) computed inside `trace.pages.table_memory`, sized by the profile's events."""
+
+    @functools.wraps(method)
+    def inner(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # From the instance only: a CachedProfile parses its trace on first
+        # reading `_data`, which a table answered from its cache never needs.
+        events = getattr(self.__dict__.get("_data"), "events", None)
+        with table_memory(len(events) if events is not None else 0):
+            return method(self, *args, **kwargs)
+
+    return inner
 
 
 class Profile:
@@ -155,7 +170,7 @@ class Profile:
     # derived structure (cached)
 
     @cached_property
-    @table_memory()
+    @_table
     def _tree(self) -> pd.DataFrame:
         return tree_mod.host_tree(self._data.events, self.meta.time_precision_us)
 
@@ -165,7 +180,7 @@ class Profile:
         return self._data.events
 
     @cached_property
-    @table_memory()
+    @_table
     def _links(self) -> pd.DataFrame:
         tree = self._tree
         return links_mod.link_device_events(
@@ -173,7 +188,7 @@ class Profile:
         )
 
     @cached_property
-    @table_memory()
+    @_table
     def _device_traced(self) -> bool:
         """Whether the trace holds device work (`summary`'s ``device_traced``, read from the events).
 
@@ -183,7 +198,7 @@ class Profile:
         return bool(K.kind_mask(self._data.events, K.DEVICE_ACTIVITY).any())
 
     @cached_property
-    @table_memory()
+    @_table
     def _memory_owner(self) -> np.ndarray:
         mem = self._data.memory
         return links_mod.attribute_points(
@@ -195,7 +210,7 @@ class Profile:
         )
 
     @cached_property
-    @table_memory()
+    @_table
     def _costs(self) -> pd.DataFrame:
         tree = self._tree
         return ops_mod.event_costs(
@@ -212,7 +227,7 @@ class Profile:
     # public tables
 
     @cached_property
-    @table_memory()
+    @_table
     def events(self) -> pd.DataFrame:
         """Every complete event, with its place in the call tree and its links.
 
@@ -265,7 +280,7 @@ class Profile:
             data.meta.flows_unread = 0
         return data.flows
 
-    @table_memory()
+    @_table
     def op_table(
         self,
         group_by: str = "name",
@@ -304,7 +319,7 @@ class Profile:
         return ops_mod.per_step(cache[key], self.step_count) if per_step else cache[key]
 
     @cached_property
-    @table_memory()
+    @_table
     def _estimates(self) -> pd.DataFrame:
         """Our FLOPs and bytes per event (`analysis.flops.own_estimates`)."""
         return flops_mod.own_estimates(self._data.events, self._tree["parent"].to_numpy())
@@ -317,7 +332,7 @@ class Profile:
         )
 
     @cached_property
-    @table_memory()
+    @_table
     def peaks(self) -> hardware_mod.DevicePeaks | None:
         """The traced device's peak FLOP/s per precision and memory bandwidth (`analysis.hardware`), None when unknown.
 
@@ -336,7 +351,7 @@ class Profile:
         return hardware_mod.device_peaks(self.meta.device_properties, busiest)
 
     @cached_property
-    @table_memory()
+    @_table
     def _kernel_shares(self) -> pd.DataFrame:
         return achieved_mod.kernel_shares(
             self._data.events, self._tree["parent"].to_numpy(), self._links["op"].to_numpy(), self._estimates
@@ -369,7 +384,7 @@ class Profile:
         return ops_mod.per_step(self.kernels, self.step_count) if per_step else self.kernels
 
     @cached_property
-    @table_memory()
+    @_table
     def module_of(self) -> pd.Series:
         """The module each event ran in (labels aligned with `events`; empty where none).
 
@@ -380,7 +395,7 @@ class Profile:
         return modules_mod.module_of(self._data.events, tree["parent"].to_numpy(), tree["depth"].to_numpy())
 
     @cached_property
-    @table_memory()
+    @_table
     def modules(self) -> pd.DataFrame:
         """One row per ``nn.Module`` (``--modules``, ``with_stack`` or TorchScript): calls, time, ops, kernels.
 
@@ -395,7 +410,7 @@ class Profile:
             self._links["op"].to_numpy(),
         )
 
-    @table_memory()
+    @_table
     def module_kernels(self, module: str) -> pd.DataFrame:
         """The kernel table of the device work launched inside ``module`` (a label of `modules`)."""
         tree = self._tree
@@ -424,7 +439,7 @@ class Profile:
         return self.op_table("name")
 
     @cached_property
-    @table_memory()
+    @_table
     def kernels(self) -> pd.DataFrame:
         """One row per device kernel/copy/memset name (see `analysis.kernels.kernel_table`).
 
@@ -447,7 +462,7 @@ class Profile:
         return self._with_notes(table, notes_mod.KERNELS)
 
     @cached_property
-    @table_memory()
+    @_table
     def annotations(self) -> pd.DataFrame:
         """Every note on an op or kernel row, with its explanation and the event that showed it.
 
@@ -491,13 +506,13 @@ class Profile:
         self._notes = list(value)
 
     @cached_property
-    @table_memory()
+    @_table
     def _device_steps(self) -> np.ndarray:
         """Step (position in `steps`) that launched each device activity, -1 for none."""
         return steps_mod.device_steps(self._data.events, self._links)
 
     @cached_property
-    @table_memory()
+    @_table
     def steps(self) -> pd.DataFrame:
         """One row per ``ProfilerStep#k`` (see `analysis.steps.step_table`).
 
@@ -518,7 +533,7 @@ class Profile:
         )
 
     @cached_property
-    @table_memory()
+    @_table
     def streams(self) -> pd.DataFrame:
         """Busy and idle time per device stream and per device (see `analysis.kernels.stream_table`).
 
@@ -537,7 +552,7 @@ class Profile:
         return kernels_mod.stream_table(self._data.events, window, act[mine])
 
     @cached_property
-    @table_memory()
+    @_table
     def kernel_families(self) -> pd.DataFrame:
         """Device busy time per kernel family, one row per step (see `analysis.breakdown`).
 
@@ -548,7 +563,7 @@ class Profile:
         return breakdown_mod.kernel_families(self._data.events, self.steps, self._device_steps)
 
     @cached_property
-    @table_memory()
+    @_table
     def idle_breakdown(self) -> pd.DataFrame:
         """Device idle time per step by HTA's causes: host wait, kernel wait, other (see `analysis.breakdown`).
 
@@ -557,13 +572,13 @@ class Profile:
         return breakdown_mod.idle_breakdown(self._data.events, self._links, self.steps, self._device_steps)
 
     @cached_property
-    @table_memory()
+    @_table
     def idle_by_stream(self) -> pd.DataFrame:
         """HTA's idle time breakdown per step and stream (`analysis.breakdown.idle_by_stream`)."""
         return breakdown_mod.idle_by_stream(self._data.events, self._links, self.steps, self._device_steps)
 
     @cached_property
-    @table_memory()
+    @_table
     def memcpy(self) -> pd.DataFrame:
         """Copies and memsets with bytes and bandwidth."""
         return kernels_mod.memcpy_table(self._data.events)
@@ -576,7 +591,7 @@ class Profile:
         return sel.reset_index(drop=True)
 
     @cached_property
-    @table_memory()
+    @_table
     def launches(self) -> pd.DataFrame:
         """One row per kernel/copy/memset: its launch, launching op and launch delay.
 
@@ -586,13 +601,13 @@ class Profile:
         return links_mod.launch_table(self._data.events, self._links)
 
     @cached_property
-    @table_memory()
+    @_table
     def launch_summary(self) -> pd.DataFrame:
         """Launch overhead per runtime call and over all (see `analysis.links.launch_summary`)."""
         return links_mod.launch_summary(self.launches)
 
     @cached_property
-    @table_memory()
+    @_table
     def summary(self) -> dict[str, Any]:
         """Headline numbers: device, steps, wall/CPU/device time per step."""
         out = steps_mod.summarize(self.meta, self._data.events, self.steps, self._device_steps, self._links)
@@ -612,7 +627,7 @@ class Profile:
         return out
 
     @cached_property
-    @table_memory()
+    @_table
     def findings(self) -> pd.DataFrame:
         """What an expert would point at in this trace (see `analysis.findings`).
 
