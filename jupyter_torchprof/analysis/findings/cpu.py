@@ -87,9 +87,14 @@ def step_walls(inp: Inputs) -> np.ndarray:
 
 
 def host_ops(inp: Inputs) -> np.ndarray:
-    """``cpu_op`` rows that start inside a counted step."""
-    ops = np.flatnonzero(inp.is_kind(K.CPU_OP))
-    return ops[inp.in_steps(ops)] if inp.has_steps and len(ops) else ops
+    """``cpu_op`` rows that start inside a counted step (read-only: found once per `Inputs`, several rules ask)."""
+    found = inp.__dict__.get("_host_ops")
+    if found is None:
+        ops = np.flatnonzero(inp.is_kind(K.CPU_OP))
+        found = ops[inp.in_steps(ops)] if inp.has_steps and len(ops) else ops
+        found.flags.writeable = False
+        inp.__dict__["_host_ops"] = found
+    return found
 
 
 def has_ancestor(inp: Inputs, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -119,7 +124,17 @@ def has_ancestor(inp: Inputs, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def top_level_ops(inp: Inputs, ops: np.ndarray) -> np.ndarray:
-    """The ops among ``ops`` with no op around them (one call from Python each)."""
+    """The ops among ``ops`` with no op around them (one call from Python each).
+
+    Those of `host_ops` are found once per `Inputs` (read-only), as several rules ask.
+    """
+    if ops is inp.__dict__.get("_host_ops"):
+        found = inp.__dict__.get("_top_host_ops")
+        if found is None:
+            found = ops[~has_ancestor(inp, ops, inp.is_kind(K.CPU_OP))]
+            found.flags.writeable = False
+            inp.__dict__["_top_host_ops"] = found
+        return found
     return ops[~has_ancestor(inp, ops, inp.is_kind(K.CPU_OP))]
 
 
