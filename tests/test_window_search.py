@@ -1,4 +1,4 @@
-"""`Inputs.in_steps` / `step_of` by one search over disjoint windows, against the comparison per window they replaced."""
+"""`Inputs.in_steps` / `step_of` by one search over many disjoint windows, against the comparison per window."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tracefiles import REAL_TRACES, real_trace
 
 from jupyter_torchprof import load
-from jupyter_torchprof.analysis.findings import inputs_from_profile
+from jupyter_torchprof.analysis.findings import inputs_from_profile, model
 
 
 def ref_in_steps(inp, rows):
@@ -43,11 +43,23 @@ def _same(inp, rows):
     np.testing.assert_array_equal(got, ref_step_of(inp, rows))
 
 
+@pytest.fixture(autouse=True)
+def _search_always(monkeypatch):
+    monkeypatch.setattr(model, "WINDOW_SEARCH_FROM", 0)
+
+
 @pytest.mark.parametrize("name", REAL_TRACES)
 def test_real_traces(name):
     inp = _inputs(name)
     _same(inp, np.arange(len(inp.ts)))
     assert inp._window_of(inp.ts[:1]) is not None  # one search on their steps
+
+
+def test_few_windows_are_compared(monkeypatch):
+    monkeypatch.setattr(model, "WINDOW_SEARCH_FROM", 16)
+    inp = _inputs(REAL_TRACES[0])
+    assert len(inp.windows) <= 16 and inp._window_of(inp.ts[:1]) is None
+    _same(inp, np.arange(len(inp.ts)))
 
 
 @settings(max_examples=300, deadline=None)

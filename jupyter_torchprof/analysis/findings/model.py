@@ -94,6 +94,10 @@ def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+#: Windows (steps) from which `Inputs.in_steps` and `step_of` search instead of comparing per window.
+WINDOW_SEARCH_FROM = 16
+
+
 @dataclass
 class Inputs:
     """Everything a rule may read, already computed by the `Profile`.
@@ -354,11 +358,12 @@ class Inputs:
 
         Sorted windows, each starting at or after the previous one ends,
         hold a time at most once, in the last one starting at or before it:
-        one search instead of three comparisons of every time per window
-        (ten million ops, five steps: 0.05 s). A NaN time lies in none.
+        one search instead of three comparisons of every time per window,
+        from `WINDOW_SEARCH_FROM` windows on (5.6M times: 20 windows 43 vs
+        66 ms; 5 windows 35 vs 17 ms, the comparisons win). A NaN time lies in none.
         """
         lo, hi = self._window_bounds
-        if not (np.all(lo[1:] >= lo[:-1]) and np.all(lo[1:] >= hi[:-1])):
+        if len(lo) <= WINDOW_SEARCH_FROM or not (np.all(lo[1:] >= lo[:-1]) and np.all(lo[1:] >= hi[:-1])):
             return None
         k = np.searchsorted(lo, t, side="right") - 1
         return np.where((k >= 0) & (t < hi[np.maximum(k, 0)]), k, -1)
