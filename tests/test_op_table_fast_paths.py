@@ -290,3 +290,35 @@ def test_op_table_equal_with_and_without_native_grouping(trace: str, group_by: s
         fresh = jupyter_torchprof.load(path)
         want = fresh.op_table(group_by)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+@pytest.mark.parametrize("n", [1, 50, 5000])
+@pytest.mark.parametrize("share", [0.001, 0.3, 1.0])
+def test_name_rows_are_the_mask_positions(n: int, share: float) -> None:
+    """`name_rows` (sorted picks where few, the mask where many) is ``np.flatnonzero(name_mask(...))``."""
+    from jupyter_torchprof.analysis.notes import ops_common
+
+    rng = np.random.default_rng(n)
+    categories = [f"aten::op{k}" for k in range(40)]
+    codes = rng.integers(-1, 40, n)
+    codes[(codes == 0) | (codes == 39)] = 1
+    # two rare names: few rows, picked name by name, sorted after
+    rare = rng.choice(n, min(n, max(2, n // 100)), replace=False)
+    codes[rare] = rng.choice([0, 39], len(rare))
+    kinds = pd.Categorical(
+        np.where(rng.random(n) < 0.8, "cpu_op", "cuda_runtime"), categories=["cpu_op", "cuda_runtime"]
+    )
+    events = pd.DataFrame({"name": pd.Categorical.from_codes(codes, categories=categories), "kind": kinds})
+    none = np.full(n, -1, dtype=np.int64)
+    ctx = notes_base.NoteContext(events, none, none, none, device_traced=True)
+    wanted = set(rng.choice(categories, max(1, int(40 * share)), replace=False))
+    for test in (
+        wanted.__contains__,
+        {"aten::op0", "aten::op39"}.__contains__,
+        lambda name: False,
+        lambda name: True,
+    ):
+        got = ops_common.name_rows(ctx, test)
+        want = np.flatnonzero(ops_common.name_mask(ctx, test))
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want)

@@ -21,7 +21,7 @@ from ...format import fmt_time
 from ...trace import categories as K
 from ..names import readable_op
 from .base import OPS, Annotation, Hit, NoteContext
-from .ops_common import name_mask, owning
+from .ops_common import name_rows, owning
 
 _REGION = re.compile(r"^Torch-Compiled Region: (?P<frame>\d+)/(?P<compile>\d+)$")
 _GRAPH = re.compile(r"^## Call CompiledFxGraph (?P<key>\w+) ##$")
@@ -73,7 +73,7 @@ def _mean_us(ctx: NoteContext, rows: np.ndarray) -> float:
 def compiled_regions(ctx: NoteContext) -> list[Hit]:
     """Compiled regions (frame and compile), guard checks and AOT wrappers with their mean cost per call."""
     hits = []
-    regions = np.flatnonzero(name_mask(ctx, _REGION.match, _HOST))
+    regions = name_rows(ctx, _REGION.match, _HOST)
     for name in dict.fromkeys(ctx.names[regions].tolist()):
         m = _REGION.match(str(name))
         first = int(regions[ctx.names[regions] == name][0])
@@ -83,7 +83,7 @@ def compiled_regions(ctx: NoteContext) -> list[Hit]:
         (CACHE_LOOKUP, GUARD_CHECK, "Dynamo's guard check"),
         (AOT_PROLOGUE, AOT_WRAPPER, "AOTAutograd's runtime wrapper"),
     ):
-        rows = np.flatnonzero(name_mask(ctx, name.__eq__, _HOST))
+        rows = name_rows(ctx, name.__eq__, _HOST)
         if len(rows):
             calls = f"{len(rows)} call" + ("s" if len(rows) != 1 else "")
             text = f"{label}: {fmt_time(_mean_us(ctx, rows))} per call ({calls})"
@@ -110,7 +110,7 @@ def _kernel_files(ctx: NoteContext, graphs: np.ndarray) -> dict[int, str]:
 
 def compiled_graphs(ctx: NoteContext) -> list[Hit]:
     """``## Call CompiledFxGraph <key> ##``: a readable name and where its code is."""
-    graphs = np.flatnonzero(name_mask(ctx, _GRAPH.match, _HOST))
+    graphs = name_rows(ctx, _GRAPH.match, _HOST)
     if not len(graphs):
         return []
     files = _kernel_files(ctx, graphs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import OPS, Annotation, Hit, NoteContext
-from .ops_common import children, name_mask, named, of_calls, verdicts
+from .ops_common import children, name_rows, named, of_calls, verdicts
 
 _COPIES = ("aten::clone", "aten::copy_")
 #: Out-of-place ops with an in-place twin (``name_``); any other op counts when its twin is seen under it.
@@ -76,7 +76,7 @@ def _twin_codes(ctx: NoteContext, rows: np.ndarray) -> np.ndarray:
 def copies_input(ctx: NoteContext) -> list[Hit]:
     """Out-of-place ops whose calls clone their input then run their in-place twin on it."""
     names = ctx.names
-    ops = np.flatnonzero(name_mask(ctx, lambda n: n.startswith("aten::") and not n.endswith("_")))
+    ops = name_rows(ctx, lambda n: n.startswith("aten::") and not n.endswith("_"))
     if not len(ops):
         return []
     kids, parents = children(ctx, ops)

@@ -24,7 +24,7 @@ import numpy as np
 from ...trace import categories as K
 from ..findings.cpu import BIAS_SEED_OPS
 from .base import OPS, Annotation, Hit, NoteContext
-from .ops_common import children, name_mask, of_calls, rows_named, verdicts
+from .ops_common import children, name_rows, of_calls, rows_named, verdicts
 
 #: Ops whose GEMM takes the bias as its ``C`` operand (``aten::addr`` is an outer product, not a GEMM).
 BIAS_GEMMS = frozenset(BIAS_SEED_OPS - {"aten::addr"})
@@ -98,7 +98,7 @@ def _is_occupancy_query(name: str) -> bool:
 
 def adaptive_launch(ctx: NoteContext) -> list[Hit]:
     """Occupancy queries: every call inside an op that launched device work; names the ops."""
-    rows = np.flatnonzero(name_mask(ctx, _is_occupancy_query, (K.RUNTIME,)))
+    rows = name_rows(ctx, _is_occupancy_query, (K.RUNTIME,))
     if not len(rows):
         return []
     parent = ctx.parent[rows]

@@ -21,7 +21,7 @@ import numpy as np
 from ...trace import categories as K
 from ..ops import STEP_ROW
 from .base import OPS, Annotation, Hit, NoteContext
-from .ops_common import name_mask, of_calls, of_kinds, verdicts
+from .ops_common import name_rows, of_calls, of_kinds, verdicts
 
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 DEVICE_SYNCS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
@@ -66,7 +66,7 @@ STEP_SYNC = Annotation(
 def profiler_rows(ctx: NoteContext) -> list[Hit]:
     """ProfilerStep ranges and Kineto overhead records."""
     hits = []
-    steps = np.flatnonzero(name_mask(ctx, _STEP.match, (K.USER_ANNOTATION,)))
+    steps = name_rows(ctx, _STEP.match, (K.USER_ANNOTATION,))
     if len(steps):
         # the merged row as a whole shows it, not one ProfilerStep#N
         hits.append(Hit(OPS, STEP_ROW, STEP_RANGE.id))
@@ -113,11 +113,11 @@ def _last_top_level(ctx: NoteContext, rows: np.ndarray) -> np.ndarray:
 
 def profiler_syncs(ctx: NoteContext) -> list[Hit]:
     """Device-wide syncs under no op: the profiler's final one, and the one closing each step."""
-    rows = np.flatnonzero(name_mask(ctx, DEVICE_SYNCS.__contains__, (K.RUNTIME,)))
+    rows = name_rows(ctx, DEVICE_SYNCS.__contains__, (K.RUNTIME,))
     if not len(rows):
         return []
     parent = ctx.parent[rows]
-    steps = np.flatnonzero(name_mask(ctx, _STEP.match, (K.USER_ANNOTATION,)))
+    steps = name_rows(ctx, _STEP.match, (K.USER_ANNOTATION,))
     closing = _last_child(ctx, steps)[rows] & (parent >= 0)
     final = (parent < 0) & _last_top_level(ctx, rows)
     hits = []
