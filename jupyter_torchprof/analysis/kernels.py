@@ -34,11 +34,42 @@ def order_by_group(group: np.ndarray, values: np.ndarray) -> np.ndarray:
     groups numbered below 2**15 sort by radix as ``int16``, where the
     lexsort merge-sorted both keys.
     """
+    small = len(group) and group.min() >= 0 and group.max() < 2**15
+    if small and len(group) >= SEGMENT_SORT_FROM:
+        order = _by_group_then_value(group.astype(np.int16), values)
+        if order is not None:
+            return order
     order = np.argsort(values, kind="stable")
     key = group[order]
-    if len(key) and key.min() >= 0 and key.max() < 2**15:
+    if small:
         key = key.astype(np.int16)
     return order[np.argsort(key, kind="stable")]
+
+
+#: Rows from which `order_by_group` sorts each group's values apart.
+SEGMENT_SORT_FROM = 1 << 14
+#: Groups up to which it does (one sort call each).
+SEGMENT_SORT_GROUPS = 4096
+
+
+def _by_group_then_value(key: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """The same order, by group first (radix) and then each group's values: None for too many groups.
+
+    Sorting each group apart compares less (n log(n/g)) and in cache:
+    1.9M kernels of 92 names 0.14 vs 0.19 s.
+    """
+    by_group = np.argsort(key, kind="stable")
+    ordered = key[by_group]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    if len(heads) > SEGMENT_SORT_GROUPS:
+        return None
+    ends = np.append(heads[1:], len(ordered))
+    at = values[by_group]
+    out = np.empty_like(by_group)
+    for a, b in zip(heads.tolist(), ends.tolist(), strict=True):
+        # Stable within the group: equal values keep their row order, NaN last.
+        out[a:b] = by_group[a:b][np.argsort(at[a:b], kind="stable")]
+    return out
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
