@@ -31,6 +31,7 @@ from .kernels import (
     activity_rows,
     clip_intervals,
     merge_intervals,
+    order_of_subset,
     overlap_per_window,
     union_length,
 )
@@ -326,8 +327,13 @@ def recording_window(events: pd.DataFrame, exclude: np.ndarray | None = None) ->
     return float(first), float(np.max(last))
 
 
-def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
-    """Length of the union of the intervals of each group (overlaps counted once)."""
+def union_per_group(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int, order: np.ndarray | None = None
+) -> np.ndarray:
+    """Length of the union of the intervals of each group (overlaps counted once).
+
+    ``order``: ``np.argsort(start, kind="stable")``, where the caller has it.
+    """
     out = np.zeros(groups, dtype=np.float64)
     ok = group >= 0
     if not ok.any():
@@ -335,7 +341,7 @@ def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, group
     g, s, e = group[ok], start[ok].astype(np.float64, copy=False), end[ok].astype(np.float64, copy=False)
     # np.lexsort((s, g)) as two stable sorts: by start, then by group (the
     # steps come in time order, so the second sort meets long runs).
-    order = np.argsort(s, kind="stable")
+    order = np.argsort(s, kind="stable") if order is None else order_of_subset(order, ok)
     order = order[np.argsort(g[order], kind="stable")]
     g, s, e = g[order], s[order], e[order]
     reach = _group_cummax(g, e)
@@ -377,6 +383,7 @@ def step_table(
     lanes: np.ndarray | None = None,
     ranges: StepRanges | None = None,
     parent: np.ndarray | None = None,
+    start_order: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row per ``ProfilerStep#k`` range, in step order.
 
@@ -420,6 +427,8 @@ def step_table(
     owner, lanes, ranges, parent
         `device_steps`, `event_lanes`, `step_ranges` and the host tree's
         parents, where known (host time then skips events inside their parent).
+    start_order
+        `kernels.start_order` of the device activities, where known.
     """
     if ranges is None:
         ranges = step_ranges(events, lanes)
@@ -429,8 +438,8 @@ def step_table(
         owner = device_steps(events, links, ranges, lanes)
     lo, hi = ranges.lo, ranges.hi
     act = activity_rows(events)
-    launched = _launched_figures(events, act, owner, len(lo))
-    cpu_busy, busy_window, host_comm = _window_figures(events, act, lo, hi, parent)
+    launched = _launched_figures(events, act, owner, len(lo), start_order)
+    cpu_busy, busy_window, host_comm = _window_figures(events, act, lo, hi, parent, start_order)
     flags = _flags(events, lanes, ranges, launched["device_activities"], completed)
     table = pd.DataFrame(
         {
@@ -449,7 +458,7 @@ def step_table(
 
 
 def _launched_figures(
-    events: pd.DataFrame, act: np.ndarray, owner: np.ndarray, n: int
+    events: pd.DataFrame, act: np.ndarray, owner: np.ndarray, n: int, start_order: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """Per step, the device columns of the work it launched (see `step_table`)."""
     d_s = events["ts"].to_numpy()[act].astype(np.float64, copy=False)
@@ -460,7 +469,7 @@ def _launched_figures(
     np.minimum.at(first, owner[mine], d_s[mine])
     np.maximum.at(last, owner[mine], d_e[mine])
     count = np.bincount(owner[mine], minlength=n)
-    busy = union_per_group(owner, d_s, d_e, n)
+    busy = union_per_group(owner, d_s, d_e, n, start_order)
     has = count > 0
     start = np.where(has, first, np.nan)
     end = np.where(has, last, np.nan)
@@ -494,7 +503,12 @@ def _empty_frame() -> pd.DataFrame:
 
 
 def _window_figures(
-    events: pd.DataFrame, act: np.ndarray, lo: np.ndarray, hi: np.ndarray, parent: np.ndarray | None = None
+    events: pd.DataFrame,
+    act: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    parent: np.ndarray | None = None,
+    start_order: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Host busy, device busy and host collective time inside each range (overlaps once)."""
     ts = events["ts"].to_numpy()
@@ -509,9 +523,10 @@ def _window_figures(
     sets = [(ts[r], ts[r] + dur[r]) for r in (host, act, coll)]
     disjoint = np.all(np.diff(lo) >= 0) and np.all(lo[1:] >= hi[:-1])
     out = []
-    for s, e in sets:
+    for i, (s, e) in enumerate(sets):
         if disjoint:
-            vals = overlap_per_window(*merge_intervals(s, e), lo, hi)
+            # The device activities' start order, where known (set 1: ``act``).
+            vals = overlap_per_window(*merge_intervals(s, e, start_order if i == 1 else None), lo, hi)
         else:
             # Overlapping ranges (several threads stepping): each on its own.
             vals = np.array([union_length(*clip_intervals(s, e, a, b)) for a, b in zip(lo, hi, strict=True)])
@@ -722,7 +737,12 @@ def _distinct(values: np.ndarray) -> list[int]:
 
 
 def summarize(
-    meta: TraceMeta, events: pd.DataFrame, steps: pd.DataFrame, owner: np.ndarray, links: pd.DataFrame
+    meta: TraceMeta,
+    events: pd.DataFrame,
+    steps: pd.DataFrame,
+    owner: np.ndarray,
+    links: pd.DataFrame,
+    start_order: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Headline numbers: device, steps, wall, CPU and device time per step.
 
@@ -761,20 +781,15 @@ def summarize(
         host = np.flatnonzero(K.kind_mask(events, (K.CPU_OP, K.RUNTIME)))
         wall = hi - lo
         cpu_busy = union_length(*clip_intervals(ts[host], ts[host] + dur[host], lo, hi))
-        dev_busy = union_length(d_s, d_e) if has_device else 0.0
-        window = wall
-        n_steps, per = 0, 1
+        dev_busy = union_busy = union_length(d_s, d_e, start_order) if has_device else 0.0
+        window, n_steps, per = wall, 0, 1
     else:
         lo, hi = device_window(steps) or (0.0, 0.0)
         n_steps = per = len(counted)
         wall = float(counted["wall_us"].sum())
         cpu_busy = float(counted["cpu_busy_us"].sum())
         dev_busy = float(counted["device_busy_us"].sum())
-        mine = launched_by_counted(steps, owner)
-        ends = np.fmax(counted["start_us"] + counted["wall_us"], counted["device_end_us"]).to_numpy()
-        window = union_length(counted["start_us"].to_numpy(np.float64), ends)
-        union_busy = union_length(d_s[mine], d_e[mine])
-    pct_busy = dev_busy if counted.empty else union_busy
+        window, union_busy = _counted_spans(counted, launched_by_counted(steps, owner), d_s, d_e, start_order)
     out.update(
         {
             "steps": n_steps,
@@ -787,7 +802,7 @@ def summarize(
             "wall_per_step_us": wall / per,
             "cpu_busy_per_step_us": cpu_busy / per,
             "device_busy_per_step_us": dev_busy / per if has_device else np.nan,
-            "device_busy_pct": 100 * pct_busy / window if has_device and window > 0 else np.nan,
+            "device_busy_pct": 100 * union_busy / window if has_device and window > 0 else np.nan,
             "events": len(events),
             "kernels": int(K.kind_mask(events, K.KERNEL).sum()),
             "span_us": float(meta.span_us),
@@ -801,6 +816,20 @@ def summarize(
         out["first_step_wall_us"] = float(counted["wall_us"].iloc[0])
         out["rest_wall_per_step_us"] = float(counted["wall_us"].iloc[1:].mean())
     return out
+
+
+def _counted_spans(
+    counted: pd.DataFrame, mine: np.ndarray, d_s: np.ndarray, d_e: np.ndarray, start_order: np.ndarray | None
+) -> tuple[float, float]:
+    """(Time from the counted steps' first start until their work ended, union of the work they launched).
+
+    Overlaps count once. ``mine``: which of the activities ``d_s``, ``d_e``
+    they launched; ``start_order``: the activities' `kernels.start_order`, where known.
+    """
+    ends = np.fmax(counted["start_us"] + counted["wall_us"], counted["device_end_us"]).to_numpy()
+    window = union_length(counted["start_us"].to_numpy(np.float64), ends)
+    sub = None if start_order is None else order_of_subset(start_order, mine)
+    return window, union_length(d_s[mine], d_e[mine], sub)
 
 
 def _suspicious_rows(events: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:

@@ -529,8 +529,21 @@ class Profile:
         if "_device_steps" not in self.__dict__:
             self.__dict__["_device_steps"] = steps_mod.device_steps(events, self._links, ranges)
         return steps_mod.step_table(
-            events, self._links, completed, self._device_steps, None, ranges, self._tree["parent"].to_numpy()
+            events,
+            self._links,
+            completed,
+            self._device_steps,
+            None,
+            ranges,
+            self._tree["parent"].to_numpy(),
+            self._start_order,
         )
+
+    @cached_property
+    @_table
+    def _start_order(self) -> np.ndarray:
+        """The device activities by start (`analysis.kernels.start_order`): one sort for the steps, summary and findings."""
+        return kernels_mod.start_order(self._data.events)
 
     @cached_property
     @_table
@@ -610,7 +623,9 @@ class Profile:
     @_table
     def summary(self) -> dict[str, Any]:
         """Headline numbers: device, steps, wall/CPU/device time per step."""
-        out = steps_mod.summarize(self.meta, self._data.events, self.steps, self._device_steps, self._links)
+        out = steps_mod.summarize(
+            self.meta, self._data.events, self.steps, self._device_steps, self._links, self._start_order
+        )
         out["name"] = self.name
         if self.capture is not None:
             out["device_spec"] = self.capture.device

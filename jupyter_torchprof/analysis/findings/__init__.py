@@ -255,6 +255,7 @@ def inputs_from_profile(profile: Any) -> Inputs:
         device_kind=getattr(capture, "device_kind", None) if capture is not None else None,
         compile_stats=stats,
         launch_step=launch_step,
+        activity_order=getattr(profile, "_start_order", None),
         **_threads_of(capture),
     )
 

@@ -34,8 +34,12 @@ def find_idle_gaps(inp: Inputs, th: Thresholds) -> list[Finding]:
     act = inp.activity_rows
     # Sorted by start once (stably, so equal starts keep row order): every
     # lane below is a subset in that order, which `_gaps`' stable sort then
-    # finds already sorted, instead of sorting each lane from scratch.
-    act = act[np.argsort(inp.ts[act], kind="stable")]
+    # finds already sorted, instead of sorting each lane from scratch. The
+    # profile's order where it has one (the steps and summary sorted them too).
+    order = inp.activity_order
+    if order is None or len(order) != len(act):
+        order = np.argsort(inp.ts[act], kind="stable")
+    act = act[order]
     dev = inp.column("device")[act]
     stream = inp.column("stream")[act]
     walls = np.array([hi - lo for lo, hi in inp.windows])

@@ -135,6 +135,9 @@ class Inputs:
     threads_source
         Where ``num_threads`` came from: ``"capture"`` (recorded while the
         cell ran) or ``"process after the run"``.
+    activity_order
+        `activity_rows` positions by start, ties in row order
+        (`kernels.start_order`), where the profile has it; None: sorted here.
     """
 
     events: pd.DataFrame
@@ -147,6 +150,7 @@ class Inputs:
     device_kind: str | None = None
     compile_stats: Any = None
     launch_step: np.ndarray | None = None
+    activity_order: np.ndarray | None = None
     num_threads: int | None = None
     cpu_cores: int | None = None
     threads_source: str | None = None
