@@ -108,8 +108,9 @@ def nest(
     nested (each parent open and enclosing its child, every ancestor open);
     the result is checked for exactly that, and lanes that fail the check
     (overlapping, not nested intervals) fall back to the stack walk. Where
-    the native library is (`trace.native`), the stack walk runs in C over
-    every lane instead, in one pass; both give the same (tested).
+    the native library is (`trace.native`) and lanes are integers, the stack
+    walk runs in C over every lane instead, in one pass; both give the same
+    (tested).
     """
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
@@ -129,23 +130,19 @@ def nest(
         # The stack walk in C, reading the intervals in order where they lie
         # (no sorted copies, no scatter back).
         return walked
+    # Without the library (or with lanes that are not integers, which the
+    # tree's callers never give): the walk in array operations.
     ln, s, e = lane[order], start[order], end[order]
     new_lane = np.empty(n, dtype=bool)
     new_lane[0] = True
     np.not_equal(ln[1:], ln[:-1], out=new_lane[1:])
     # For each interval, the position in this order where its lane begins.
-    walked = native.stack_walk(s, e, new_lane, tolerance)
-    if walked is not None:
-        # The stack walk itself, in C: one pass, where the arrays below
-        # make a dozen of random access (seconds on ten million events).
-        par, dep = walked
-    else:
-        lane_starts = np.flatnonzero(new_lane)
-        lane_first = np.repeat(lane_starts, np.diff(np.append(lane_starts, n)))
-        dep, new_segment = _open_before(s, e, new_lane, lane_first)
-        par, ok = _parent_one_level_up(s, e, dep, lane_first, tolerance)
-        # Where the check failed, the stack walk decides (in place, per segment).
-        _restack_segments(par, dep, s, e, np.append(np.flatnonzero(new_segment), n), ok, tolerance)
+    lane_starts = np.flatnonzero(new_lane)
+    lane_first = np.repeat(lane_starts, np.diff(np.append(lane_starts, n)))
+    dep, new_segment = _open_before(s, e, new_lane, lane_first)
+    par, ok = _parent_one_level_up(s, e, dep, lane_first, tolerance)
+    # Where the check failed, the stack walk decides (in place, per segment).
+    _restack_segments(par, dep, s, e, np.append(np.flatnonzero(new_segment), n), ok, tolerance)
     parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
     depth[order] = dep
     return parent, depth
@@ -501,7 +498,7 @@ def _levels(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.searchsorted(key[order], np.arange(max_depth + 2))
 
 
-#: Nodes from which `children_sums` calls the native library (below, numpy costs less than the call).
+#: Nodes from which the tree's sums and folding call the native library (below, numpy costs less than the call).
 NATIVE_FROM_NODES = 1 << 14
 
 
@@ -509,14 +506,9 @@ def children_sums(parent: np.ndarray, values: np.ndarray, kids: np.ndarray | Non
     """Sum of ``values`` over each node's direct children.
 
     ``kids``: the nodes that have a parent (``np.flatnonzero(parent >= 0)``),
-    when the caller sums several columns over one tree. On a large tree the
-    native library sums in one pass without them (`native.children_sums`,
-    the same additions in the same order).
+    when the caller sums several columns over one tree. (On a large tree
+    with the native library, `ops._self_values` computes what this served in C.)
     """
-    if len(parent) >= NATIVE_FROM_NODES:
-        sums = native.children_sums(parent, values)
-        if sums is not None:
-            return sums
     if kids is None:
         kids = np.flatnonzero(parent >= 0)
     sums = np.bincount(parent[kids], weights=values[kids], minlength=len(parent))

@@ -1,4 +1,4 @@
-"""The native column builder (``scan.c``), call-tree walk (``nest.c``) and numbering (``group.c``), loaded with ctypes.
+"""The native column builder (``scan.c``), call-tree walk (``nest.c``) and table loops (``tables.c``, ``steps.c``), loaded with ctypes.
 
 Nothing here runs at import time: the library is found, or compiled, the
 first time a trace is parsed (`library`). Where it comes from, first match
@@ -31,7 +31,6 @@ SOURCE = Path(__file__).with_name("scan.c")
 SOURCES = (
     SOURCE,
     Path(__file__).with_name("nest.c"),
-    Path(__file__).with_name("group.c"),
     Path(__file__).with_name("tables.c"),
     Path(__file__).with_name("steps.c"),
 )
@@ -41,8 +40,8 @@ SOURCES = (
 CFLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fvisibility=default")
 #: The layout `scan.c` was written for (its ``tp_abi()``): columns, counts, capacities.
 ABI = 60 * 1000 + 8 * 100 + 5
-#: The arguments `nest.c`'s ``tp_nest`` takes (its ``tp_nest_abi()``).
-NEST_ABI = 3
+#: The functions and arguments of `nest.c` (its ``tp_nest_abi()``).
+NEST_ABI = 5
 #: Whether the native path runs when ``TORCHPROF_NATIVE`` is not set.
 DEFAULT_ON = True
 
@@ -141,22 +140,15 @@ def _open(path: Path) -> Any:
         lib.tp_nest_abi.restype = ctypes.c_int
         if lib.tp_nest_abi() != NEST_ABI:
             return None
-        lib.tp_dense  # noqa: B018 - a library without it is another version's
-        lib.tp_group_sum  # noqa: B018
+        lib.tp_group_sum  # noqa: B018 - a library without it is another version's
         lib.tp_outermost  # noqa: B018
     except (OSError, AttributeError):  # not a library for this machine, or another one's
         return None
     lib.tp_scan.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 3
-    lib.tp_nest.restype = None
-    lib.tp_nest.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
     lib.tp_nest_ordered.restype = None
     lib.tp_nest_ordered.argtypes = (
         [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_double] + [ctypes.c_void_p] * 4
     )
-    lib.tp_children_sums.restype = None
-    lib.tp_children_sums.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
-    lib.tp_dense.restype = ctypes.c_int64
-    lib.tp_dense.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
     lib.tp_group_sum.restype = ctypes.c_int64
     lib.tp_group_sum.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2
     lib.tp_subtree_sums.restype = ctypes.c_int64
@@ -246,63 +238,25 @@ def digester(parser: Any) -> Any:
     return Digester(lib, parser)
 
 
-def stack_walk(s: Any, e: Any, new_lane: Any, tolerance: float) -> tuple[Any, Any] | None:
-    """`analysis.tree.nest_stack` over lanes at once, in C: (parent, depth), or None without the library.
-
-    ``s`` and ``e`` are float64 bounds sorted by (lane, start, -end);
-    ``new_lane`` is True where a lane begins. Parents are positions in that
-    order.
-    """
-    import numpy as np
-
-    lib = library()
-    if lib is None:
-        return None
-    s = np.ascontiguousarray(s, dtype=np.float64)
-    e = np.ascontiguousarray(e, dtype=np.float64)
-    lanes = np.ascontiguousarray(new_lane, dtype=np.uint8)
-    n = len(s)
-    if not (len(e) == len(lanes) == n):
-        raise ValueError("s, e and new_lane differ in length")
-    par = np.empty(n, dtype=np.int64)
-    dep = np.empty(n, dtype=np.int32)
-    stack_pos = np.empty(max(n, 1), dtype=np.int64)
-    stack_end = np.empty(max(n, 1), dtype=np.float64)
-    lib.tp_nest(
-        s.ctypes.data, e.ctypes.data, lanes.ctypes.data, n, float(tolerance),
-        par.ctypes.data, dep.ctypes.data, stack_pos.ctypes.data, stack_end.ctypes.data,
-    )  # fmt: skip
-    return par, dep
-
-
 def dense_numbers(values: Any, span: int) -> tuple[Any, int, Any] | None:
     """`analysis.ops._dense_numbers` in C: (number of each row, how many, first row of each), or None without the library.
 
     ``values``: integers in ``[0, span)``; numbers count from 0 in order of
-    first appearance.
+    first appearance. `group_keys` over every row with this one key
+    (which would also take -1, as a missing code: refused here).
     """
     import numpy as np
 
-    lib = library()
-    if lib is None:
-        return None
     values = np.ascontiguousarray(values, dtype=np.int64)
-    n = len(values)
-    slot = np.empty(max(int(span), 1), dtype=np.int64)
-    number = np.empty(n, dtype=np.int64)
-    first = np.empty(min(n, max(int(span), 1)), dtype=np.int64)
-    count = lib.tp_dense(
-        values.ctypes.data, n, int(span), slot.ctypes.data, number.ctypes.data, first.ctypes.data
-    )
-    if count < 0:
+    if len(values) and int(values.min()) < 0:
         raise ValueError(f"a value outside [0, {span})")
-    return number, int(count), first[:count]
+    return group_keys(None, len(values), [(values, None, int(span))], int(span) + 1)
 
 
 def stack_walk_ordered(
     order: Any, lane: Any, start: Any, end: Any, tolerance: float
 ) -> tuple[Any, Any] | None:
-    """`stack_walk` of the intervals taken in ``order`` (a permutation sorting them by lane, start, -end), or None without the library.
+    """`analysis.tree.nest_stack` over lanes at once, in C, the intervals taken in ``order`` (a permutation sorting them by lane, start, -end); None without the library.
 
     Returns (parent, depth) at each interval's own position; parents are
     input positions, -1 for none.
@@ -331,25 +285,6 @@ def stack_walk_ordered(
         par.ctypes.data, dep.ctypes.data, stack_pos.ctypes.data, stack_end.ctypes.data,
     )  # fmt: skip
     return par, dep
-
-
-def children_sums(parent: Any, values: Any) -> Any:
-    """`analysis.tree.children_sums` in C (float64 sums, same bits), or None without the library."""
-    import numpy as np
-
-    lib = library()
-    if lib is None:
-        return None
-    parent = np.ascontiguousarray(parent, dtype=np.int64)
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    n = len(parent)
-    if len(values) != n:
-        raise ValueError("parent and values differ in length")
-    if n and int(parent.max()) >= n:
-        raise ValueError("a parent outside the tree")
-    out = np.zeros(n, dtype=np.float64)
-    lib.tp_children_sums(parent.ctypes.data, values.ctypes.data, n, out.ctypes.data)
-    return out
 
 
 def group_sums(group: Any, values: Any, groups: int, at: Any = None) -> Any:
@@ -541,7 +476,7 @@ def self_values(parent: Any, depth: Any, values: Any) -> Any:
 def group_keys(
     rows: Any, events: int, keys: list[tuple[Any, Any, int]], limit: int
 ) -> tuple[Any, int, Any] | None:
-    """Groups of the tuples of keys at ``rows``, numbered by first appearance, in C: (number of each row, how many, each one's first row).
+    """Groups of the tuples of keys at ``rows`` (None: every event), numbered by first appearance, in C: (number of each row, how many, each one's first row).
 
     ``keys``: per key (integer codes of every event, a remap or None, span):
     the value at a row is its code, through the remap where given (code -1
@@ -561,7 +496,8 @@ def group_keys(
         total *= int(spans[j]) + 1
         if total > limit:
             return None
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if rows is not None:
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
     # The arrays stay bound (in `held`) while C reads them through their addresses.
     held = []
     for codes, remap, _ in keys:
@@ -574,12 +510,12 @@ def group_keys(
     widths = np.array([a.dtype.itemsize for a in held[0::2]], dtype=np.int32)
     remap_lens = np.array([0 if a is None else len(a) for a in held[1::2]], dtype=np.int64)
     code_addresses, remap_addresses = addresses[0::2].copy(), addresses[1::2].copy()
-    n = len(rows)
+    n = int(events) if rows is None else len(rows)
     slot = np.empty(total, dtype=np.int64)
     number = np.empty(n, dtype=np.int64)
     first = np.empty(min(n, total), dtype=np.int64)
     count = lib.tp_group_keys(
-        rows.ctypes.data, n, int(events), len(keys), code_addresses.ctypes.data, widths.ctypes.data,
+        None if rows is None else rows.ctypes.data, n, int(events), len(keys), code_addresses.ctypes.data, widths.ctypes.data,
         remap_addresses.ctypes.data, remap_lens.ctypes.data, spans.ctypes.data, strides.ctypes.data,
         total, slot.ctypes.data, number.ctypes.data, first.ctypes.data,
     )  # fmt: skip

@@ -5,55 +5,19 @@
  * seconds, where this single pass is tens of milliseconds. Same definition,
  * same doubles: an interval that starts at or after the top of the stack's
  * end, or ends more than `tolerance` past it, pops it; what is left on top
- * is its parent and the stack's height its depth.
- *
- * Intervals come sorted by (lane, start, -end) with `new_lane[k]` set where
- * a lane begins (the stack is emptied there). `stack_pos` and `stack_end`
- * are the caller's scratch arrays of n elements. Parents are positions in
- * the sorted order (-1 for none).
+ * is its parent and the stack's height its depth. `stack_pos` and
+ * `stack_end` are the caller's scratch arrays of n elements.
  */
 
 #include <stdint.h>
 
-int tp_nest_abi(void) { return 3; }
+int tp_nest_abi(void) { return 5; }
 
-void tp_nest(const double *s, const double *e, const uint8_t *new_lane, int64_t n, double tolerance,
-             int64_t *par, int32_t *dep, int64_t *stack_pos, double *stack_end) {
-    int64_t top = 0; /* number of intervals on the stack */
-    for (int64_t k = 0; k < n; k++) {
-        const double sk = s[k], ek = e[k];
-        if (new_lane[k])
-            top = 0;
-        while (top > 0 && (sk >= stack_end[top - 1] || ek > stack_end[top - 1] + tolerance))
-            top--;
-        par[k] = top > 0 ? stack_pos[top - 1] : -1;
-        dep[k] = (int32_t)top;
-        stack_pos[top] = k;
-        stack_end[top] = ek;
-        top++;
-    }
-}
-
-/* Sum of `values` over each node's direct children (analysis.tree.children_sums).
- *
- * numpy's form gathers the parents and values of the nodes that have a
- * parent, then adds them up with np.bincount: on ten million events, two
- * gathers of random memory and a tenth of a second a call. One pass here, in
- * row order, as bincount adds, so the sums are the same bits. `out` holds n
- * zeros on entry.
- */
-void tp_children_sums(const int64_t *parent, const double *values, int64_t n, double *out) {
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t p = parent[i];
-        if (p >= 0) out[p] += values[i];
-    }
-}
-
-/* tp_nest over intervals visited in `order` (sorted by lane, start, -end),
+/* The walk over intervals visited in `order` (sorted by lane, start, -end),
  * reading them where they lie and writing each one's parent and depth at
- * its own position: the gathers into sorted copies and the scatters back
+ * its own position: no gathers into sorted copies and no scatters back
  * (eight passes of random access over every interval, a fifth of a second
- * on ten million) are not needed. Parents are positions in the input
+ * on ten million). Parents are positions in the input
  * (-1 for none); a lane begins where `lane` changes along `order`.
  */
 void tp_nest_ordered(const int64_t *order, const int64_t *lane, const double *start, const double *end,

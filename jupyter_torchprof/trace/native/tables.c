@@ -239,7 +239,7 @@ int64_t tp_self_values(const int64_t *parent, const int32_t *depth, const double
 
 /* The op table's groups (analysis.ops._group_codes over the keys of the
  * counted rows) read where the keys lie: row k is event rows[k] (each in
- * [0, events)); key j's value there is its code (of widths[j] bytes at
+ * [0, events)), or event k where `rows` is NULL (then n = events); key j's value there is its code (of widths[j] bytes at
  * codes[j]), passed through remaps[j] where that is not NULL (code -1
  * reading its last entry, remap_lens[j] - 1), and must lie in
  * [-1, spans[j]). The tuple of values, as sum((value + 1) * strides[j]) in
@@ -253,7 +253,7 @@ int64_t tp_group_keys(const int64_t *rows, int64_t n, int64_t events, int64_t nk
     for (int64_t s = 0; s < total; s++) slot[s] = -1;
     int64_t count = 0;
     for (int64_t k = 0; k < n; k++) {
-        const int64_t r = rows[k];
+        const int64_t r = rows ? rows[k] : k;
         if (r < 0 || r >= events) return -1;
         int64_t key = 0;
         for (int64_t j = 0; j < nkeys; j++) {
