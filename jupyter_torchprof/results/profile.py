@@ -126,8 +126,9 @@ class Profile:
 
     # Each table is computed with numpy's huge-page advice off
     # (`trace.pages.small_pages`): the compaction it triggers on fresh arrays
-    # made the 1M-event op table swing between 156 and 281 ms of CPU; and
-    # with large blocks reused from the heap (`trace.pages.reused_heap`): a
+    # made the 1M-event op table swing between 156 and 281 ms of CPU; and, on
+    # profiles of `trace.pages.HEAP_FROM_ROWS` events or more, with large
+    # blocks reused from the heap (`trace.pages.reused_heap`): a
     # fresh mapping per 80 MB temporary, faulted in page by page, was a third
     # of the steps and findings of the 4 GB trace.
 
