@@ -29,7 +29,7 @@ TRACE = "a100_nccl_rank0.pt.trace.json.gz"
 # the label of each bar) and the screen point at the middle of each part.
 _CHART_JS = """
 (root) => {
-  const v = [...window.Bokeh.index].find(v => v.model.name === 'torchprof-stepchart' && root.contains(v.el));
+  const v = [...((window.Bokeh && window.Bokeh.index) || [])].find(v => v.model.name === 'torchprof-stepchart' && root.contains(v.el));
   if (!v) return null;
   const rect = v.canvas_view.el.getBoundingClientRect(), f = v.frame, p = v.model;
   const bars = p.renderers.filter(r => r.glyph && r.glyph.type === 'VBar');

@@ -136,7 +136,7 @@ _FIRST_NAME_CELL_JS = """
 # axis gives the ticks of that range.
 _RANGE_JS = """
 (root) => {
-  const views = [...window.Bokeh.index].filter((v) => v.model.name === 'torchprof-timeline' && root.contains(v.el));
+  const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter((v) => v.model.name === 'torchprof-timeline' && root.contains(v.el));
   if (!views.length) return null;
   const v = views[0], p = v.model;
   const rect = v.canvas_view.el.getBoundingClientRect();
@@ -162,7 +162,7 @@ _RANGE_JS = """
 # Sets the timeline's visible x range (as a drag or a zoom would).
 _SET_RANGE_JS = """
 ([root, start, end]) => {
-  const v = [...window.Bokeh.index].find((v) => v.model.name === 'torchprof-timeline' && root.contains(v.el));
+  const v = [...((window.Bokeh && window.Bokeh.index) || [])].find((v) => v.model.name === 'torchprof-timeline' && root.contains(v.el));
   v.model.x_range.setv({start, end});
 }
 """

@@ -91,7 +91,7 @@ _CHIPS_JS = with_page_helpers(
 # host box named ``name`` whose middle is in view.
 _TIMELINE_JS = """
 ([root, name]) => {
-  const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
+  const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
   if (!views.length) return null;
   const pv = views[0];
   const model = pv.model;

@@ -22,7 +22,7 @@ SOURCES = {
 # for the drawn glyphs (one bar per label and series).
 _BARS_JS = """
 (root) => {
-  const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-rankchart' && root.contains(v.el));
+  const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter(v => v.model.name === 'torchprof-rankchart' && root.contains(v.el));
   if (!views.length) return null;
   const out = [];
   for (const r of views[0].model.renderers) {

@@ -55,7 +55,7 @@ _COLOURED_PIXELS_JS = """
 _BOKEH_JS = """
 () => {
   if (!window.Bokeh || !window.Bokeh.documents) return null;
-  const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-timeline');
+  const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter(v => v.model.name === 'torchprof-timeline');
   if (!views.length) return {documents: window.Bokeh.documents.length, views: 0};
   const v = views[0];
   const doc = v.model.document;

@@ -31,7 +31,7 @@ UNKNOWN = "gp100_sgd_step_user_annotation.pt.trace.json.gz"
 # The roofline under ``root``: its points (kernel, screen x/y), roof renderers and legend labels.
 _PLOT_JS = """
 (root) => {
-  const v = [...window.Bokeh.index].find(v => v.model.name === 'torchprof-roofline' && root.contains(v.el));
+  const v = [...((window.Bokeh && window.Bokeh.index) || [])].find(v => v.model.name === 'torchprof-roofline' && root.contains(v.el));
   if (!v) return null;
   const rect = v.canvas_view.el.getBoundingClientRect(), f = v.frame, p = v.model;
   const dots = p.renderers.find(r => r.name === 'kernels');

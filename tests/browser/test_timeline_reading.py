@@ -22,7 +22,7 @@ from tracefiles import real_trace
 # Helpers on the timeline figure under ``root`` (bokeh views in the page).
 _READ_JS = """
 ([root, what]) => {
-  const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
+  const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
   if (!views.length) return null;
   const pv = views[0], model = pv.model, frame = pv.frame;
   const src = (name) => model.document.get_model_by_name(name);
@@ -230,7 +230,7 @@ def test_timeline_reads_categories_heights_labels_and_arrows(page, lab):
     panned = _read(page, view, "range")
     assert panned["start"] > zoomed["start"] + 0.5 * (zoomed["end"] - zoomed["start"]), (zoomed, panned)
     new_part = page.evaluate(
-        "([root, js, from]) => { const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-timeline'"
+        "([root, js, from]) => { const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter(v => v.model.name === 'torchprof-timeline'"
         " && root.contains(v.el)); const d = views[0].model.document.get_model_by_name('torchprof-labels').data;"
         " const end = views[0].model.x_range.end; let n = 0;"
         " for (let i = 0; i < d.x.length; i++) if (d.text[i] && d.x[i] > from && d.x[i] <= end) n++; return n; }",

@@ -98,7 +98,7 @@ _COLOURED_PIXELS_JS = """
 # The bokeh views of the timeline figure that lives under ``root``.
 _TIMELINE_JS = """
 (root, what) => {
-  const views = [...window.Bokeh.index].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
+  const views = [...((window.Bokeh && window.Bokeh.index) || [])].filter(v => v.model.name === 'torchprof-timeline' && root.contains(v.el));
   if (!views.length) return null;
   const pv = views[0];
   const model = pv.model;
